@@ -1,0 +1,34 @@
+# attnlab: two commands do all the set-up on a fresh machine.
+#   make demo   create .venv, install attnlab, run every preset at quick size into results/, print the checks table
+#   make test   create .venv if needed, install the test extras, run the test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/attnlab reproduce --quick --out results
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check src tests bench
+
+bench: $(VENV)/.installed
+	$(PY) bench/slr_pgd.py
+
+clean:
+	rm -rf results .pytest_cache

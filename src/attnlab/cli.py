@@ -1,0 +1,171 @@
+"""The ``attnlab`` command line: ``list``, ``run`` and ``reproduce``.
+
+Bad input (unknown preset, paper or key, out-of-range value, malformed ``--set``, unwritable output) prints one
+line on stderr and exits with status 2; nothing is written. Ctrl-C exits with 130 and leaves no finished-looking
+directory.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from attnlab.errors import AttnlabError
+
+try:  # recent Typer vendors click as typer._click; older releases depend on click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Simulate attention models exactly as theory defines them, and check theory against simulation.")
+# Wide tables when the output is a file or a pipe (Rich assumes 80 columns there).
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+@contextmanager
+def _progress(label: str):
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), console=err, transient=False) as bar:
+        task = bar.add_task(label, total=1.0)
+
+        def update(done, total):
+            bar.update(task, completed=done / max(total, 1))
+
+        yield update
+        bar.update(task, completed=1.0)
+
+
+def _resolve(name: str, quick: bool, sets: list[str] | None):
+    from attnlab.config import parse_set, resolve_config
+    from attnlab.presets import get_preset
+
+    preset = get_preset(name)
+    overrides = parse_set(sets)
+    config = resolve_config(preset.config_cls, {**preset.defaults, **(preset.quick if quick else {})}, overrides)
+    return preset, config
+
+
+def _checks_table(results) -> Table:
+    from attnlab.report import check_rows
+
+    table = Table(title="theory vs simulation")
+    for col in ("preset", "check", "theory", "simulation", "abs error", "tolerance", "pass"):
+        table.add_column(col, overflow="fold")
+    for row in check_rows(results):
+        *vals, passed = row
+        table.add_row(vals[0], vals[1], *(f"{v:.6g}" for v in vals[2:]),
+                      "[green]yes[/green]" if passed else "[red]NO[/red]")
+    return table
+
+
+def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root: Path, force: bool):
+    from attnlab.store import run_preset
+
+    with _progress(f"{preset.name}") as update:
+        res = run_preset(preset, config, seed, quick=quick, out_dir=out_dir, results_root=root, force=force,
+                         progress=update)
+    if res.reused:
+        err.print(f"{preset.name}: reusing finished run in {res.run_dir} (use --force to rerun)")
+    else:
+        err.print(f"{preset.name}: done in {res.summary['elapsed_s']:.1f} s -> {res.run_dir}")
+    return res
+
+
+@app.command("list")
+def list_presets():
+    """List every preset: name, paper, figure, description."""
+    from attnlab.presets import all_presets
+
+    table = Table(title="attnlab presets")
+    for col in ("preset", "paper", "figure", "description"):
+        table.add_column(col, overflow="fold")
+    for p in all_presets().values():
+        table.add_row(p.name, p.citation, p.figure, p.description)
+    out.print(table)
+
+
+@app.command()
+def run(
+    preset: Annotated[str, typer.Argument(help="preset name (see 'attnlab list')")],
+    quick: Annotated[bool, typer.Option("--quick", help="quick size (seconds)")] = False,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="run directory (default results/PRESET/HASH)")] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="root PRNG seed")] = 0,
+    sets: Annotated[list[str] | None, typer.Option("--set", help="override a config field: key=value")] = None,
+    force: Annotated[bool, typer.Option("--force", help="rerun even if a finished identical run exists")] = False,
+):
+    """Run one preset and write config.json, data.zarr, summary.json and figures."""
+    p, config = _resolve(preset, quick, sets)
+    res = _run_one(p, config, seed, quick, out_dir, Path("results"), force)
+    out.print(_checks_table({p.name: res}))
+    if not all(c["passed"] for c in res.summary.get("checks", [])):
+        raise typer.Exit(1)
+
+
+@app.command()
+def reproduce(
+    papers: Annotated[list[str] | None, typer.Argument(help="papers to reproduce (default: all)")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="quick size")] = False,
+    out_dir: Annotated[Path, typer.Option("--out", help="output folder")] = Path("results"),
+    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    force: Annotated[bool, typer.Option("--force")] = False,
+):
+    """Run every preset (of the named papers) and write report.md with figures and checks."""
+    from attnlab.presets import all_presets
+    from attnlab.report import write_report
+
+    presets = all_presets()
+    known = sorted({p.paper for p in presets.values()})
+    for paper in papers or []:
+        if paper not in known:
+            raise AttnlabError(f"unknown paper {paper!r} (known: {', '.join(known)})")
+    chosen = [p for p in presets.values() if not papers or p.paper in papers]
+    resolved = [_resolve(p.name, quick, None) for p in chosen]
+    results = {}
+    for p, config in resolved:
+        results[p.name] = _run_one(p, config, seed, quick, None, out_dir, force)
+    report = write_report(out_dir, results, presets)
+    out.print(_checks_table(results))
+    n = sum(len(r.summary.get("checks", [])) for r in results.values())
+    n_pass = sum(c["passed"] for r in results.values() for c in r.summary.get("checks", []))
+    out.print(f"{n_pass}/{n} checks passed; report: {report}")
+    if n_pass < n:
+        raise typer.Exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one-line errors with exit status 2, no tracebacks for bad input."""
+    command = typer.main.get_command(app)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        argv = ["--help"]
+    try:
+        rv = command.main(args=argv, prog_name="attnlab", standalone_mode=False)
+    except AttnlabError as e:
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except ClickException as e:
+        err.print(f"error: {e.format_message()}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("interrupted", markup=False)
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def console_main() -> None:
+    sys.exit(main())

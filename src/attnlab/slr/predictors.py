@@ -1,0 +1,48 @@
+r"""Predictors for single-location regression (spec A2, A4).
+
+* erf-attention (Marion et al.): ``T_lambda(X; k, v) = sum_l erf(lambda X_l . k) (X_l . v) = erf(lambda X k)^T (X v)``;
+* the oracle ``T_lambda(X; k*, v*)``;
+* the best linear predictor ``sum_l beta_l . X_l`` with ``beta_l = gamma^2 / (gamma^2 + L - 1) v*`` (random J0);
+* the Bayes predictor ``E[y | X] = sum_l P(J0 = l | X) X_l . v*``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import erf
+
+__all__ = ["erf_attention", "oracle_predictor", "linear_baseline_predictor", "bayes_posterior", "bayes_predictor"]
+
+
+def erf_attention(X, k, v, lam):
+    """``T_lambda(X; k, v) = sum_l erf(lambda X_l . k) (X_l . v)`` for X of shape (..., L, d)."""
+    return jnp.sum(erf(lam * (X @ k)) * (X @ v), axis=-1)
+
+
+def oracle_predictor(X, k_star, v_star, lam):
+    """The oracle ``T_lambda(X; k*, v*)``."""
+    return erf_attention(X, k_star, v_star, lam)
+
+
+def linear_baseline_predictor(X, v_star, gamma):
+    """The best linear predictor under a uniformly random J0: ``gamma^2 / (gamma^2 + L - 1) sum_l X_l . v*``."""
+    L = X.shape[-2]
+    return gamma**2 / (gamma**2 + L - 1) * jnp.sum(X @ v_star, axis=-1)
+
+
+def bayes_posterior(X, k_star, gamma):
+    """``P(J0 = l | X)``: softmax over l of the log likelihood ratio of N(sqrt(d/2) k*, gamma^2 I) against N(0, I).
+
+    ``log LR_l = -|X_l - m|^2 / (2 gamma^2) + |X_l|^2 / 2`` (the common ``-d log gamma`` cancels).
+    """
+    d = X.shape[-1]
+    m = jnp.sqrt(d / 2.0) * k_star
+    sq = jnp.sum(X * X, axis=-1)
+    log_lr = -(sq - 2.0 * jnp.sqrt(d / 2.0) * (X @ k_star) + m @ m) / (2.0 * gamma**2) + sq / 2.0
+    return jax.nn.softmax(log_lr, axis=-1)
+
+
+def bayes_predictor(X, k_star, v_star, gamma):
+    """Bayes predictor ``E[y | X] = sum_l P(J0 = l | X) X_l . v*`` (spec A4)."""
+    return jnp.sum(bayes_posterior(X, k_star, gamma) * (X @ v_star), axis=-1)
