@@ -107,7 +107,8 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         ds = preset.run(config, jax.random.key(seed), progress)
         metrics, checks = preset.summarize(ds, config)
         elapsed = time.perf_counter() - t0
-        ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=False)
+        # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, opens without warnings.
+        ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2)
         figures = []
         for name, fig in preset.plot(ds, config).items():
             figures += save_figure(fig, tmp, f"{preset.name}-{name}")

@@ -1,0 +1,9 @@
+import attnlab  # noqa: F401  (switches JAX to float64)
+import jax
+import pytest
+
+
+@pytest.fixture
+def key():
+    """A fixed key: statistical thresholds below are stated for this key (diffrax/equinox convention)."""
+    return jax.random.key(20251122)
