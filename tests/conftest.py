@@ -1,6 +1,7 @@
-import attnlab  # noqa: F401  (switches JAX to float64)
 import jax
 import pytest
+
+import attnlab  # noqa: F401  (switches JAX to float64)
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def test_vectors_from_overlaps_round_trip(key):
 
 def test_pgd_and_sgd_preserve_unit_norms(key):
     ks, vs, k, v = _start(key, 40)
-    for t in range(50):
+    for _ in range(50):
         k, v = pgd_step_full(k, v, ks, vs, 0.9, 1e-2, G, 40, 10)
     assert abs(float(k @ k) - 1) < 1e-13 and abs(float(v @ v) - 1) < 1e-13
     for t in range(50):

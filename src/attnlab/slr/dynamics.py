@@ -228,14 +228,20 @@ class SGDNoise(NamedTuple):
     a21: jax.Array
 
 
-def draw_sgd_noise(key, batch_size: int, L: int, gamma, eps, d: int) -> SGDNoise:
-    """Draw the randomness of one reduced-SGD step (vmap it over steps to draw many at once)."""
+def draw_sgd_noise(key, batch_size: int, L: int, gamma, eps, d: int, n_steps: int | None = None) -> SGDNoise:
+    """Draw the randomness of one reduced-SGD step, or of ``n_steps`` steps stacked on a leading axis.
+
+    Drawing a block of steps with one call per random quantity keeps the compiled RNG graph small and fast.
+    """
+    lead = () if n_steps is None else (n_steps,)
+    n = batch_size if n_steps is None else n_steps * batch_size
     kz, k1, k2, k3 = jax.random.split(key, 4)
-    Z, y, scale = sample_slr_in_frame(kz, batch_size, L, gamma, eps, d)
+    Z, y, scale = sample_slr_in_frame(kz, n, L, gamma, eps, d)
     m = d - 4
-    a11_sq = 2.0 * jax.random.gamma(k1, m / 2.0)
-    a22_sq = jnp.where(m > 1, 2.0 * jax.random.gamma(k2, jnp.maximum(m - 1, 1) / 2.0), 0.0)
-    return SGDNoise(Z, y, scale, a11_sq, a22_sq, jax.random.normal(k3))
+    a11_sq = 2.0 * jax.random.gamma(k1, m / 2.0, lead)
+    a22_sq = 2.0 * jax.random.gamma(k2, max(m - 1, 1) / 2.0, lead) if m > 1 else jnp.zeros(lead)
+    return SGDNoise(Z.reshape(*lead, batch_size, L, 4), y.reshape(*lead, batch_size),
+                    scale.reshape(*lead, batch_size, L), a11_sq, a22_sq, jax.random.normal(k3, lead))
 
 
 def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, alpha):
@@ -285,9 +291,14 @@ def sgd_step_reduced(key, o: Overlaps, lam, alpha, gamma, eps, batch_size: int, 
     return sgd_step_reduced_from_noise(draw_sgd_noise(key, batch_size, L, gamma, eps, d), o, lam, alpha)
 
 
-def _in_frame_test_excess_risk(key, o: Overlaps, lam, gamma, eps, n_test: int, L: int, d: int):
-    """Held-out estimate of ``E[(T - y)^2] - eps^2`` on ``n_test`` fresh samples, drawn in the frame (exact in law)."""
-    Z, y, _ = sample_slr_in_frame(key, n_test, L, gamma, eps, d)
+def _in_frame_test_excess_risk(test_set, o: Overlaps, lam, eps):
+    """Held-out estimate of ``E[(T - y)^2] - eps^2`` on a test set drawn in the frame by :func:`sample_slr_in_frame`.
+
+    The test set is drawn once per repeat and reused at every logged step, like the official fixed test set. Its
+    standard coordinates are independent of the training noise, hence of the current overlaps, so at each step the
+    estimate has exactly the law of an ``n_test``-sample held-out estimate in R^d.
+    """
+    Z, y, _ = test_set
     k4, v4 = _frame_coordinates(o)
     T = jnp.sum(erf(lam * (Z @ k4)) * (Z @ v4), axis=-1)
     return jnp.mean((T - y) ** 2) - eps**2
@@ -387,8 +398,8 @@ def run_sgd_reduced(key, o0: Overlaps, p: SLRParams, n_steps: int, log_every: in
                     progress=None, n_segments: int = 20):
     """Reduced (exact-in-law) online SGD from overlaps ``o0`` (leading axis: repeats; ``key`` one per repeat).
 
-    Returns ``(_Log, test_excess_risk)``; the held-out estimate uses ``n_test`` fresh samples at each logged step,
-    never used for training.
+    Returns ``(_Log, test_excess_risk)``; the held-out estimate uses a test set of ``n_test`` samples per repeat,
+    never used for training (see :func:`_in_frame_test_excess_risk`).
     """
     n_logs = n_steps // log_every
     n_seg = _segment_count(n_logs, n_segments)
@@ -400,34 +411,30 @@ def run_sgd_reduced(key, o0: Overlaps, p: SLRParams, n_steps: int, log_every: in
         o, _ = sgd_step_reduced_from_noise(noise, o, lam, p.alpha)
         return o, None
 
-    def test_risk(key, o, t):
-        lam = lambda_at(t, p.lambda0, p.schedule)
-        return _in_frame_test_excess_risk(jax.random.fold_in(key, 2 * t + 1), o, lam, p.gamma, p.eps, n_test, p.L, p.d)
+    def test_risk(test_set, o, t):
+        return _in_frame_test_excess_risk(test_set, o, lambda_at(t, p.lambda0, p.schedule), p.eps)
 
-    def one_log(o, key, t0):
+    def one_log(o, key, test_set, t0):
         ts = t0 + jnp.arange(log_every)
         # All the randomness of a logging interval in one draw: fewer, larger RNG calls.
-        keys = jax.random.split(jax.random.fold_in(key, 2 * t0), log_every)
-        noise = jax.vmap(draw_sgd_noise, in_axes=(0, None, None, None, None, None))(
-            keys, batch_size, p.L, p.gamma, p.eps, p.d
-        )
+        noise = draw_sgd_noise(jax.random.fold_in(key, t0), batch_size, p.L, p.gamma, p.eps, p.d, log_every)
         o, _ = jax.lax.scan(one_step, o, (noise, ts))
         t1 = t0 + log_every
-        return o, (_log_reduced(o, t1, p), test_risk(key, o, t1))
+        return o, (_log_reduced(o, t1, p), test_risk(test_set, o, t1))
 
     @jax.jit
     def segment(o, i):
         t0s = (i * per_seg + jnp.arange(per_seg)) * log_every
 
         def body(o, t0):
-            return jax.vmap(one_log, in_axes=(0, 0, None))(o, train_keys, t0)
+            return jax.vmap(one_log, in_axes=(0, 0, 0, None))(o, train_keys, test_sets, t0)
 
         return jax.lax.scan(body, o, t0s)
 
     train_keys, test_keys = jax.vmap(lambda k: tuple(jax.random.split(k)))(key)
-    del test_keys
+    test_sets = jax.vmap(lambda k: sample_slr_in_frame(k, n_test, p.L, p.gamma, p.eps, p.d))(test_keys)
     first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, p)
-    first_test = jax.vmap(test_risk, in_axes=(0, 0, None))(train_keys, o0, 0)
+    first_test = jax.vmap(test_risk, in_axes=(0, 0, None))(test_sets, o0, 0)
     _, (logs, tests) = _segments(lambda o, i: segment(o, i), o0, n_logs, n_seg, progress)
     logs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, logs)
     return logs, jnp.concatenate([first_test[None], tests], axis=0)
