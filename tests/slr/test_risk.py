@@ -154,3 +154,19 @@ def test_linear_baseline_risk_against_monte_carlo(key):
     ks, vs = sample_teacher(key, d)
     mc, se = mc_linear_baseline_risk(jax.random.fold_in(key, 1), ks, vs, gamma, L, 200_000, eps=eps, chunk=20_000)
     assert abs(float(mc) - linear_baseline_risk(gamma, L, eps)) < 5 * float(se)
+
+
+def test_bayes_risk_is_between_noise_and_every_predictor(key):
+    """Spec A4: eps^2 <= Bayes risk, and the Bayes predictor beats the oracle erf predictor and the linear
+    baseline (all three estimated on the same kind of samples, compared at 5 SE)."""
+    from attnlab.slr.montecarlo import mc_bayes_risk
+
+    d, L, gamma, eps, lam = 20, 5, SQRT_HALF, 0.1, 0.3
+    ks, vs = sample_teacher(key, d)
+    bayes, se_b = mc_bayes_risk(jax.random.fold_in(key, 1), ks, vs, gamma, L, 100_000, eps=eps, chunk=20_000)
+    oracle, se_o = mc_excess_risk(jax.random.fold_in(key, 2), ks, vs, ks, vs, lam, gamma, L, 100_000, eps=eps,
+                                  chunk=20_000)
+    assert float(bayes) > eps**2 - 5 * float(se_b)
+    assert float(bayes) + 5 * float(se_b) < float(oracle) + eps**2
+    assert float(bayes) + 5 * float(se_b) < linear_baseline_risk(gamma, L, eps)
+    assert abs(float(oracle) - float(oracle_excess_risk(lam, gamma, d, L))) < 5 * float(se_o)

@@ -233,7 +233,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
 def plot(ds: xr.Dataset, cfg: MarionConfig):
     """The paper's 1x4 panel: excess risk, |kappa| and |nu|, (kappa, nu) trajectories, distance to M."""
     steps = ds.step.values
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.2), layout="constrained")
     ax = axes[0]
     band(ax, steps, ds.excess_risk.values, label="closed form (median, 95% band)")
     if "test_excess_risk" in ds:
