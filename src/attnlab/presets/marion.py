@@ -66,6 +66,7 @@ class MarionConfig(ExperimentConfig):
     simulator: Literal["reduced", "full"] = "reduced"
     n_mc: int = pydantic.Field(10_000, ge=100, description="Monte Carlo samples for the closed-form check")
     highlight: tuple[int, ...] = (0, 1)
+    plot_individual_runs: bool = False
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
@@ -242,8 +243,14 @@ def plot(ds: xr.Dataset, cfg: MarionConfig):
     ax.set(xlabel="step", ylabel="excess risk  E(T-y)^2 - eps^2", title="excess risk")
     ax.legend(fontsize=7)
     ax = axes[1]
-    band(ax, steps, np.abs(ds.kappa.values), label="|kappa|")
-    band(ax, steps, np.abs(ds.nu.values), label="|nu|")
+    if cfg.plot_individual_runs:  # bimodal outcomes (oracle or spurious point): a median band would hide them
+        ax.plot(steps, np.abs(ds.kappa.values), color="C0", lw=0.6, alpha=0.6)
+        ax.plot(steps, np.abs(ds.nu.values), color="C1", lw=0.6, alpha=0.6)
+        ax.plot([], [], color="C0", label="|kappa| (each run)")
+        ax.plot([], [], color="C1", label="|nu| (each run)")
+    else:
+        band(ax, steps, np.abs(ds.kappa.values), label="|kappa|")
+        band(ax, steps, np.abs(ds.nu.values), label="|nu|")
     ax.set(xlabel="step", ylim=(-0.02, 1.02), title="overlaps with the oracle")
     ax.legend(fontsize=7)
     ax = axes[2]
@@ -275,7 +282,7 @@ _preset("marion-manifold", "Fig. 4b [I]",
 _preset("marion-sphere-small-lambda", "Fig. 7a/7b [I]",
         "PGD from the sphere, lambda = 0.1 (config init_sphere_no_schedule_small_lambda): oracle or spurious k = +-v*.",
         {"init": "sphere", "lambda0": 0.1, "step_size": 4e-3, "n_steps": 20_000, "log_every": 200,
-         "highlight": (5, 3, 12)},
+         "highlight": (5, 3, 12), "plot_individual_runs": True},
         {**_QUICK_PGD, "n_steps": 4000, "highlight": (5, 3)})
 _preset("marion-sphere-large-lambda", "Fig. 7a/7b [I]",
         "PGD from the sphere, lambda = 0.9 (config init_sphere_no_schedule_large_lambda): stalls below the oracle risk.",
