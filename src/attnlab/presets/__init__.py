@@ -6,22 +6,27 @@ A :class:`Preset` holds a config class with per-preset defaults and quick-size o
 * ``summarize(dataset, config) -> (metrics, checks)`` (reads only the dataset);
 * ``plot(dataset, config) -> {name: matplotlib Figure}`` (reads only the dataset).
 
-Paper modules register their presets by calling :func:`register` at import time; :func:`all_presets` imports them.
+Paper modules (one file per paper in this package) register their presets by calling :func:`register` at import
+time; :func:`all_presets` discovers and imports every module of the package, so a new paper needs no edit here.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from attnlab.errors import AttnlabError
 
-__all__ = ["Check", "Preset", "register", "get_preset", "all_presets", "PAPER_MODULES"]
+__all__ = ["Check", "Preset", "register", "get_preset", "all_presets", "paper_modules"]
 
-PAPER_MODULES = ("marion",)
+
+def paper_modules() -> list[str]:
+    """Names of the paper modules of this package, in a fixed (alphabetical) order."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def register(preset: Preset) -> Preset:
 
 
 def all_presets() -> dict[str, Preset]:
-    for module in PAPER_MODULES:
+    for module in paper_modules():
         importlib.import_module(f"attnlab.presets.{module}")
     return dict(_REGISTRY)
 
