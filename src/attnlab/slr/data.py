@@ -24,7 +24,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["SLRBatch", "sample_teacher", "sample_slr", "sample_slr_in_frame", "orthonormal_frame"]
+__all__ = ["SLRBatch", "sample_teacher", "sample_slr", "sample_slr_in_frame", "orthonormal_frame", "sample_dohmatob",
+           "sample_dohmatob_in_frame"]
 
 
 class SLRBatch(NamedTuple):
@@ -80,3 +81,45 @@ def orthonormal_frame(key, d: int, r: int = 4):
     G = jax.random.normal(key, (d, r))
     Q, R = jnp.linalg.qr(G)
     return (Q * jnp.sign(jnp.diagonal(R))[None, :]).T
+
+
+def sample_dohmatob(key, u_star, v_star, n: int, L: int, gamma, eps=0.0, link="linear") -> SLRBatch:
+    r"""Dohmatob's parameterisation of the SLR sampler (spec B1): the secret token ``x_{J0} ~ N(c sqrt(d) u*, gamma^2 I)``
+    with ``c = sqrt(1 - gamma^2)``, noise tokens ``N(0, I)``, ``y = sigma(x_{J0} . v*) + eps xi``, J0 uniform.
+
+    With ``gamma = 1/sqrt(2)`` and the linear link this is :func:`sample_slr` (same law; spec C dictionary
+    u*, v* = k*, v*). gamma must lie in (0, 1); the link is a name of :data:`attnlab.slr.softmax.LINKS` or a callable.
+    """
+    from attnlab.slr.softmax import get_link, signal_mean_scale
+
+    c = signal_mean_scale(gamma)
+    sigma = get_link(link)
+    d = u_star.shape[-1]
+    kj, kx, ks, kxi = jax.random.split(key, 4)
+    J0 = jax.random.randint(kj, (n,), 0, L)
+    X = jax.random.normal(kx, (n, L, d))
+    signal = c * jnp.sqrt(d) * u_star + gamma * jax.random.normal(ks, (n, d))
+    is_signal = jnp.arange(L)[None, :] == J0[:, None]
+    X = jnp.where(is_signal[..., None], signal[:, None, :], X)
+    y = sigma(signal @ v_star) + eps * jax.random.normal(kxi, (n,))
+    return SLRBatch(X, y, J0)
+
+
+def sample_dohmatob_in_frame(key, n: int, L: int, gamma, eps, d, link="linear"):
+    """Coordinates of Dohmatob's tokens in the frame ``(u*, v*, e1, e2)``: the same law as projecting
+    :func:`sample_dohmatob` onto an orthonormal frame whose first two vectors are u*, v*.
+
+    Returns ``(Z, y)``: ``Z`` of shape (n, L, 4) and the labels ``y`` (n,). The predictor of any (u, v) in the span
+    of the frame depends on the tokens only through ``Z``, so a Monte Carlo risk costs O(n L), whatever d.
+    """
+    from attnlab.slr.softmax import get_link, signal_mean_scale
+
+    c = signal_mean_scale(gamma)
+    sigma = get_link(link)
+    kj, kz, kxi = jax.random.split(key, 3)
+    J0 = jax.random.randint(kj, (n,), 0, L)
+    is_signal = jnp.arange(L)[None, :] == J0[:, None]
+    Z = jnp.where(is_signal, gamma, 1.0)[..., None] * jax.random.normal(kz, (n, L, 4))
+    Z = Z.at[..., 0].add(jnp.where(is_signal, c * jnp.sqrt(d), 0.0))
+    y = sigma(jnp.sum(jnp.where(is_signal, Z[..., 1], 0.0), axis=-1)) + eps * jax.random.normal(kxi, (n,))
+    return Z, y
