@@ -149,15 +149,29 @@ class DohmatobModel:
         return self.psi / self.c
 
 
+@jax.custom_jvp
+def _p_q(x):
+    """``(sigmoid(x), sigmoid(-x))`` with derivatives ``+-p q`` computed from both factors, so that ``1 - p`` keeps
+    its relative accuracy where p rounds to 1 (the mu-eigenvalues at mu = 1 are of order (1 - p)^2)."""
+    return jax.nn.sigmoid(x), jax.nn.sigmoid(-x)
+
+
+@_p_q.defjvp
+def _p_q_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    p, q = _p_q(x)
+    return (p, q), (p * q * dx, -p * q * dx)
+
+
 def localisation_probability(mu, m: DohmatobModel):
     """``p(mu) = sigmoid((c mu - psi) beta d)`` (spec B3, eq. 20)."""
-    return jax.nn.sigmoid((m.c * mu - m.psi) * m.beta * m.d)
+    return _p_q((m.c * mu - m.psi) * m.beta * m.d)[0]
 
 
 def localisation_derivative(mu, m: DohmatobModel):
     """``A(mu) = p (1 - p) c beta d = p'(mu)``."""
-    p = localisation_probability(mu, m)
-    return p * (1.0 - p) * m.c * m.beta * m.d
+    p, q = _p_q((m.c * mu - m.psi) * m.beta * m.d)
+    return p * q * m.c * m.beta * m.d
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -276,11 +290,12 @@ def dual_kernel(nu, gamma, link):
 
 def mean_field_risk(mu, nu, zeta, rho, m: DohmatobModel):
     """``R_bar(mu, nu, zeta, rho) = p^2 H1 - 2 p H2 + H0`` (Prop. 1, general link), ``R = E(f - y)^2 - eps^2``."""
-    p = localisation_probability(mu, m)
+    p, q = _p_q((m.c * mu - m.psi) * m.beta * m.d)
     a = m.c * zeta * math.sqrt(m.d)
     b = rho * m.r * math.sqrt(m.d)
     H1, H2, H0 = kernel_terms(nu, a, b, m.gamma, m.link)
-    return p**2 * H1 - 2 * p * H2 + H0
+    # the same polynomial in p, written in q = 1 - p where p > 1/2 (keeps (1 - p) accurate in value and derivatives)
+    return jnp.where(p > 0.5, (H1 - 2 * H2 + H0) - 2 * q * (H1 - H2) + q**2 * H1, p**2 * H1 - 2 * p * H2 + H0)
 
 
 def corollary1_risk(mu, nu, zeta, rho, m: DohmatobModel):
