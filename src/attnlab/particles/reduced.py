@@ -1,0 +1,144 @@
+r"""Reduced models of the three phases (Bruno, Pasqualotto, Agazzi, arXiv 2509.25040; spec 2, 3).
+
+* **Alignment** (Thm 3.2, Lemmas A.13/A.15): for Q = K = Id the beta -> infinity characteristics are exactly
+  x(t) = normalize(e^{tV} x_0). In general y(t) = normalize(e^{tM} y_0), M = V K^T Q, up to the time change
+  f(t) = int_0^t ds / |B^T x(s)|, B = Q^T K.
+* **Heat** (Prop 3.9, Eq. (7)): on the collapsed circle, in time s = t / beta, the law solves d_s mu = -gamma
+  mu'' (gamma = +1 backward for V = +Id, -1 forward for V = -Id). A mixture of wrapped normals of variances v_j stays a
+  mixture with the same means and weights and variances v_j - 2 gamma t / beta (heat time tau_j = v_j / 2, spec 2.2).
+  The backward solution exists until the first collapse, t = beta v_min / 2 = beta tau_min.
+* **Pairing** (Prop 3.11): with time change dt = e^{beta (1 - <y_i, y_j>)} ds, the closest pair (i, j) follows
+  dy_i/ds = P_{y_i} y_j, dy_j/ds = P_{y_j} y_i and the others stay put; two points at angle theta_0 therefore close
+  as d theta/ds = -2 sin theta, and the merge time is ~ e^{beta (1 - cos theta_min)}.
+* **Equiangular ODE** (spec 3, item 6; Q = K = V = Id, all pairwise inner products rho):
+  SA: rho' = 2 e^{beta rho} (1 - rho)(1 + (n - 1) rho) / (e^beta + (n - 1) e^{beta rho});
+  USA (1/n): rho' = (2/n) e^{beta rho} (1 - rho)(1 + (n - 1) rho).
+* **Linearised mode growth on S^1** (the ICLR 2025 predecessor): mode k grows at a rate proportional to
+  k^2 I_k(beta); the dominant mode k* = argmax_k k^2 I_k(beta).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm
+from scipy.special import ive
+
+__all__ = [
+    "alignment_closed_form",
+    "emax_basis",
+    "wrapped_normal_density",
+    "wrapped_normal_cdf",
+    "wrapped_normal_bin_masses",
+    "heat_variances",
+    "backward_collapse_times",
+    "pairing_time",
+    "two_point_angle",
+    "equiangular_rhs",
+    "equiangular_rho",
+    "dominant_mode",
+]
+
+
+def alignment_closed_form(x0, V, t):
+    """normalize(e^{tV} x0) for rows x0 (N, d): the Q = K = Id alignment-phase limit at time t."""
+    y = np.asarray(x0) @ expm(t * np.asarray(V, dtype=float)).T
+    return y / np.linalg.norm(y, axis=-1, keepdims=True)
+
+
+def emax_basis(Q, K, V, tol: float = 1e-9):
+    """Orthonormal basis (d, k) of E_max, the real span of the eigenvectors of M = V K^T Q for the eigenvalues of
+    largest real part (assumed semisimple; a complex pair contributes its real and imaginary parts)."""
+    M = np.asarray(V, float) @ np.asarray(K, float).T @ np.asarray(Q, float)
+    w, vecs = np.linalg.eig(M)
+    top = np.abs(w.real - w.real.max()) <= tol * max(1.0, np.abs(w).max())
+    span = np.concatenate([vecs[:, top].real, vecs[:, top].imag], axis=1)
+    u, s, _ = np.linalg.svd(span, full_matrices=False)
+    return u[:, s > 1e-8 * s.max()]
+
+
+def _wn_parts(means, weights, variances):
+    means = np.atleast_1d(np.asarray(means, float))
+    weights = np.ones_like(means) / means.size if weights is None else np.atleast_1d(np.asarray(weights, float))
+    variances = np.broadcast_to(np.asarray(variances, float), means.shape)
+    return means, weights, variances
+
+
+def _kmax(v):
+    return int(np.ceil(np.sqrt(2 * 40 / max(float(np.min(v)), 1e-8)))) + 2
+
+
+def wrapped_normal_density(theta, means, weights=None, variances=0.04):
+    """Density on [0, 2 pi) of sum_j w_j WN(m_j, v_j): (1/2pi)(1 + 2 sum_k e^{-k^2 v/2} cos k(theta - m))."""
+    means, weights, variances = _wn_parts(means, weights, variances)
+    theta = np.asarray(theta, float)[..., None]
+    ks = np.arange(1, _kmax(variances) + 1)
+    out = 0.0
+    for m, w, v in zip(means, weights, variances):
+        series = np.exp(-(ks**2) * v / 2) * np.cos(ks * (theta - m))
+        out = out + w * (1 + 2 * series.sum(-1)) / (2 * np.pi)
+    return out
+
+
+def wrapped_normal_cdf(theta, means, weights=None, variances=0.04):
+    """int_0^theta of :func:`wrapped_normal_density` (theta in [0, 2 pi])."""
+    means, weights, variances = _wn_parts(means, weights, variances)
+    theta = np.asarray(theta, float)[..., None]
+    ks = np.arange(1, _kmax(variances) + 1)
+    out = 0.0
+    for m, w, v in zip(means, weights, variances):
+        series = np.exp(-(ks**2) * v / 2) * (np.sin(ks * (theta - m)) + np.sin(ks * m)) / ks
+        out = out + w * (theta[..., 0] / (2 * np.pi) + series.sum(-1) / np.pi)
+    return out
+
+
+def wrapped_normal_bin_masses(edges, means, weights=None, variances=0.04):
+    """Probability of each bin [edges[b], edges[b + 1]) under the mixture (edges within [0, 2 pi])."""
+    return np.diff(wrapped_normal_cdf(np.asarray(edges, float), means, weights, variances))
+
+
+def heat_variances(v0, t, beta: float, gamma: int):
+    """Wrapped-normal variances at time t of the heat phase: v0 - 2 gamma t / beta (gamma = -1 forward, +1 backward)."""
+    return np.asarray(v0, float) - 2.0 * gamma * np.asarray(t, float) / beta
+
+
+def backward_collapse_times(v0, beta: float):
+    """Backward heat (gamma = +1): component j collapses at t_j = beta v_j / 2 = beta tau_j."""
+    return beta * np.asarray(v0, float) / 2
+
+
+def pairing_time(ci, cj, beta: float):
+    """Time scale e^{beta (1 - <c_i, c_j>)} of the merge of the closest pair of cluster centres (spec 2.3, item 5)."""
+    return float(np.exp(beta * (1.0 - float(np.dot(ci, cj)))))
+
+
+def two_point_angle(theta0, t, beta: float):
+    """Angle between two SA particles (Q = K = V = Id, N = 2) at times t, solving exactly
+    theta' = -2 sin(theta) e^{beta cos theta} / (e^beta + e^{beta cos theta})."""
+    def rhs(_, th):
+        return -2 * np.sin(th) / (1 + np.exp(beta * (1 - np.cos(th))))
+
+    sol = solve_ivp(rhs, (0, float(np.max(t))), [theta0], t_eval=np.atleast_1d(t), rtol=1e-11, atol=1e-13,
+                    method="DOP853")
+    return sol.y[0]
+
+
+def equiangular_rhs(rho, beta: float, n: int, normalization: str = "sa"):
+    """rho' for n equiangular tokens (Q = K = V = Id), SA or USA (1/n) normalisation (spec 3, item 6)."""
+    base = 2 * (1 - rho) * (1 + (n - 1) * rho)
+    if normalization == "sa":
+        return base / (np.exp(beta * (1 - rho)) + (n - 1))
+    return base * np.exp(beta * rho) / n
+
+
+def equiangular_rho(rho0: float, t, beta: float, n: int, normalization: str = "sa"):
+    """Solve the equiangular ODE to times t (rtol 1e-11)."""
+    sol = solve_ivp(lambda _, r: equiangular_rhs(r, beta, n, normalization), (0, float(np.max(t))), [rho0],
+                    t_eval=np.atleast_1d(t), rtol=1e-11, atol=1e-13, method="DOP853")
+    return sol.y[0]
+
+
+def dominant_mode(beta: float, kmax: int = 50) -> int:
+    """k* = argmax_k k^2 I_k(beta) (I_k the modified Bessel function), the first mode to grow on S^1."""
+    ks = np.arange(1, kmax + 1)
+    return int(ks[np.argmax(ks**2 * ive(ks, beta))])
