@@ -100,7 +100,10 @@ def rem_constants(d: int, L: int, beta) -> REMConstants:
     if int(d) < 1:
         raise ValueError(f"d must be >= 1, got {d!r}")
     beta = check_beta(beta)
-    return REMConstants(*(float(x) for x in rem_constants_alpha(math.log(L - 1) / d, beta)))
+    alpha = math.log(L - 1) / d
+    beta_crit = math.sqrt(2.0 * alpha)
+    phi = alpha + 0.5 * beta**2 if beta <= beta_crit else beta * beta_crit
+    return REMConstants(alpha, beta_crit, min(beta, beta_crit), phi, phi / beta)
 
 
 @dataclass(frozen=True)

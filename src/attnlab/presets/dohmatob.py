@@ -1,0 +1,302 @@
+"""Presets for Dohmatob, "Understanding Softmax Attention Layers: Exact Mean-Field Analysis on a Toy Problem"
+(NeurIPS 2025, OpenReview GiqeRe1NsY; no code released). Spec ``slr-marion-dohmatob.md`` Part B.
+
+* ``dohmatob-rgd`` (Figure 2): Riemannian GD on the empirical risk of n = 1000 samples, d = 100, L = 20, beta = 1,
+  gamma = 1/sqrt(2), eps = 0.1, step 0.01, one panel per link (linear, quadratic, ReLU), 10 repeats, from a random
+  start and from mu0 = 0.5 (above the transition psi / c = 0.343). gamma: the seed summary reads "gamma = 1/2", the
+  paper's text reads "gamma = 1 / sqrt 2" (a lost square root in the summary); 1/sqrt(2) is the value used, and it
+  makes the model coincide with Marion et al.'s. The initialisation, the number of steps and the repeats are not
+  stated in the paper [U]; the spec authors' check suggests a random start does not learn in 3000 steps.
+  Theory on the same axes: the mean-field risk R_bar at the iterate's overlaps, and the 5-D mean-field overlap flow
+  (r = min(beta, beta_crit) as at d = 100) integrated from the same start (time = step x s).
+* ``dohmatob-flow``: the 2-D flow on M, phase portrait and classified stationary points per link.
+* ``dohmatob-phase-diagram``: learnability in (gamma, alpha): learnable iff sqrt(1 - gamma^2) > psi(alpha, beta), the
+  mean-field oracle risk, and Monte Carlo oracle risks at finite d.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pydantic
+import xarray as xr
+
+from attnlab.config import ExperimentConfig
+from attnlab.plot import band, plt
+from attnlab.presets import Check, Preset, register
+from attnlab.slr.data import sample_dohmatob, sample_dohmatob_in_frame, sample_teacher
+from attnlab.slr.dynamics import init_sphere
+from attnlab.slr.empirical import frame_predict, init_with_overlap, overlaps5, run_rgd
+from attnlab.slr.flows import field5, integrate
+from attnlab.slr.meanfield import DohmatobModel, localisation_probability, mean_field_risk, rem_constants_alpha
+from attnlab.slr.softmax import LINKS, softmax_attention
+
+CITATION = "Dohmatob, NeurIPS 2025"
+OVERLAPS = ("mu", "nu", "eta", "zeta", "rho")
+STARTS = ("random", "mu0")
+P_LOCATED = 0.99
+
+
+def _check_links(links):
+    for link in links:
+        if link not in LINKS:
+            raise ValueError(f"unknown link {link!r}: expected a subset of {sorted(LINKS)}")
+    if len(set(links)) != len(links):
+        raise ValueError("links must be distinct")
+    return links
+
+
+class RGDConfig(ExperimentConfig):
+    """Config of the Figure 2 experiment (field names are the ``--set`` keys)."""
+
+    d: int = pydantic.Field(100, ge=4, description="dimension")
+    L: int = pydantic.Field(20, ge=2, description="sequence length")
+    beta: float = pydantic.Field(1.0, gt=0, description="normalised inverse temperature, lambda = beta sqrt(d)")
+    gamma: float = pydantic.Field(1 / math.sqrt(2), gt=0, lt=1, description="secret-token std, c = sqrt(1 - gamma^2)")
+    eps: float = pydantic.Field(0.1, ge=0, description="label noise std")
+    step_size: float = pydantic.Field(0.01, gt=0)
+    n_train: int = pydantic.Field(1000, ge=2)
+    n_test: int = pydantic.Field(10_000, ge=2, description="held-out samples (in-frame draw, per repeat)")
+    n_steps: int = pydantic.Field(1500, ge=1)
+    log_every: int = pydantic.Field(50, ge=1)
+    n_repeats: int = pydantic.Field(10, ge=2)
+    mu0: float = pydantic.Field(0.5, gt=-1, lt=1, description="initial mu of the 'mu0' start")
+    links: tuple[str, ...] = ("linear", "quadratic", "relu")
+    n_test_rd: int = pydantic.Field(2000, ge=100, description="R^d test set per repeat for the in-frame cross-check")
+
+    @pydantic.field_validator("links")
+    @classmethod
+    def _links(cls, v):
+        return _check_links(v)
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self):
+        if self.log_every > self.n_steps or self.n_steps % self.log_every:
+            raise ValueError(f"log_every ({self.log_every}) must divide n_steps ({self.n_steps})")
+        return self
+
+    def model(self, link) -> DohmatobModel:
+        return DohmatobModel(self.d, self.L, self.beta, self.gamma, link)
+
+
+def _prepare(key, cfg: RGDConfig):
+    """Per repeat: teacher, training tokens shared by every link (same key, labels through each link), starts."""
+    kt, kd, ki, km = jax.random.split(key, 4)
+    u_star, v_star = sample_teacher(kt, cfg.d)
+    X = sample_dohmatob(kd, u_star, v_star, cfg.n_train, cfg.L, cfg.gamma, cfg.eps).X
+    Y = jnp.stack([sample_dohmatob(kd, u_star, v_star, cfg.n_train, cfg.L, cfg.gamma, cfg.eps, link).y
+                   for link in cfg.links])
+    u_r, v_r = init_sphere(ki, cfg.d)
+    u_m = init_with_overlap(km, u_star, cfg.mu0, cfg.d)
+    return u_star, v_star, X, Y, u_r, v_r, u_m
+
+
+def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
+    k_data, k_test, k_rd = jax.random.split(key, 3)
+    lam = cfg.beta * math.sqrt(cfg.d)
+    links, nl, ns = cfg.links, len(cfg.links), len(STARTS)
+    u_star, v_star, X, Y, u_r, v_r, u_m = jax.vmap(lambda k: _prepare(k, cfg))(jax.random.split(k_data, cfg.n_repeats))
+    # runs per repeat: k = link index * 2 + start index (random, mu0); v starts at the same random point
+    U0 = jnp.stack([u for _ in links for u in (u_r, u_m)], axis=1)
+    V0 = jnp.stack([v_r for _ in links for _ in STARTS], axis=1)
+    Yk = jnp.repeat(Y, ns, axis=1)
+    run_links = tuple(link for link in links for _ in STARTS)
+    log = run_rgd(U0, V0, X, Yk, lam, cfg.step_size, cfg.n_steps, cfg.log_every, run_links, progress)
+    o = jax.vmap(jax.vmap(jax.vmap(overlaps5, in_axes=(0, 0, None, None)), in_axes=(0, 0, None, None)))(
+        log.u, log.v, u_star, v_star)  # (R, T, K, 5)
+    steps = np.arange(cfg.n_steps // cfg.log_every + 1) * cfg.log_every
+
+    # held-out risk: one in-frame test draw per repeat (the same tokens for every link; labels through each link),
+    # at every logged iterate and at the oracle (u*, v*) (appended as an extra row)
+    test_keys = jax.random.split(k_test, cfg.n_repeats)
+    T, K = len(steps), nl * ns
+    ts = steps * cfg.step_size
+    test, test_se, mf, pmu, flow_mf = (np.zeros((cfg.n_repeats, T, K)) for _ in range(5))
+    flow = np.zeros((cfg.n_repeats, T, K, 5))
+    oracle, oracle_se = np.zeros((cfg.n_repeats, nl)), np.zeros((cfg.n_repeats, nl))
+    o_oracle = jnp.broadcast_to(jnp.array([1.0, 1.0, 0.0, 0.0, 0.0]), (cfg.n_repeats, 1, ns, 5))
+    for li, link in enumerate(links):
+        m = cfg.model(link)
+        ks = slice(li * ns, (li + 1) * ns)
+
+        def test_risk(key, o_r, link=link):  # o_r (T + 1, ns, 5) for one repeat
+            Z, y = sample_dohmatob_in_frame(key, cfg.n_test, cfg.L, cfg.gamma, cfg.eps, cfg.d, link)
+            flat = o_r.reshape(-1, 5)
+            losses = jax.lax.map(lambda oo: (frame_predict(Z, oo, lam, link) - y) ** 2 - cfg.eps**2, flat)
+            mean = jnp.mean(losses, axis=-1).reshape(o_r.shape[:-1])
+            se = (jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test)).reshape(o_r.shape[:-1])
+            return mean, se
+
+        mean, se = jax.jit(jax.vmap(test_risk))(test_keys, jnp.concatenate([o[:, :, ks], o_oracle], axis=1))
+        test[:, :, ks], test_se[:, :, ks] = np.asarray(mean[:, :-1]), np.asarray(se[:, :-1])
+        oracle[:, li], oracle_se[:, li] = np.asarray(mean[:, -1, 0]), np.asarray(se[:, -1, 0])
+        pmu[:, :, ks] = np.asarray(localisation_probability(o[:, :, ks, 0], m))
+        y0 = o[:, 0, ks].reshape(-1, 5)
+        traj = jax.jit(jax.vmap(lambda y, m=m: integrate(field5, y, ts, m)))(y0)  # (R * ns, T, 5)
+        traj = jnp.moveaxis(traj.reshape(cfg.n_repeats, ns, T, 5), 1, 2)
+        flow[:, :, ks] = np.asarray(traj)
+        both = jnp.concatenate([o[:, :, ks], traj]).reshape(-1, 5)
+        risk = np.asarray(jax.jit(jax.vmap(lambda oo, m=m: mean_field_risk(oo[0], oo[1], oo[3], oo[4], m)))(both))
+        risk = risk.reshape(2, cfg.n_repeats, T, ns)
+        mf[:, :, ks], flow_mf[:, :, ks] = risk[0], risk[1]
+        if progress is not None:
+            progress(li + 1, nl)
+
+    # cross-check of the in-frame held-out estimator: a fixed R^d test set per repeat, at the final iterates
+    def rd_test(key, us, vs, u, v):
+        losses = []
+        for k, link in enumerate(run_links):
+            b = sample_dohmatob(key, us, vs, cfg.n_test_rd, cfg.L, cfg.gamma, cfg.eps, link)
+            losses.append((softmax_attention(b.X, u[k], v[k], cfg.beta, link) - b.y) ** 2 - cfg.eps**2)
+        losses = jnp.stack(losses)
+        return jnp.mean(losses, axis=-1), jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test_rd)
+
+    rd, rd_se = jax.lax.map(lambda a: rd_test(*a), (jax.random.split(k_rd, cfg.n_repeats), u_star, v_star,
+                                                     log.u[:, -1], log.v[:, -1]))
+
+    def split(x):  # (R, T, K, ...) -> (link, start, step, repeat, ...)
+        x = np.asarray(x)
+        x = x.reshape(x.shape[0], x.shape[1], nl, ns, *x.shape[3:])
+        return np.moveaxis(np.moveaxis(x, 0, 3), 0, 2)  # (nl, ns, T, R, ...)
+
+    dims = ("link", "start", "step", "repeat")
+    og, fg = split(o), split(flow)
+    data = {}
+    for i, name in enumerate(OVERLAPS):
+        data[name] = (dims, og[..., i], {"units": "1", "long_name": f"overlap {name} of the RGD iterate"})
+        data[f"flow_{name}"] = (dims, fg[..., i], {"units": "1", "long_name": f"{name} along the mean-field flow"})
+    y2 = {"units": "y^2"}
+    data["train_excess_risk"] = (dims, split(np.asarray(log.train_loss) - cfg.eps**2),
+                                 {**y2, "long_name": "training mean (f-y)^2 - eps^2"})
+    data["test_excess_risk"] = (dims, split(test), {**y2, "long_name": "held-out mean (f-y)^2 - eps^2",
+                                                    "n_samples": cfg.n_test})
+    data["mean_field_risk"] = (dims, split(mf), {**y2, "long_name": "R_bar at the iterate's overlaps"})
+    data["flow_mean_field_risk"] = (dims, split(flow_mf), {**y2, "long_name": "R_bar along the flow from the start"})
+    data["p_mu"] = (dims, split(pmu), {"units": "1", "long_name": "localisation probability p(mu)"})
+    data["test_excess_risk_se"] = (dims, split(test_se), y2)
+    fdims = ("link", "start", "repeat")
+    data["oracle_test_risk"] = (("link", "repeat"), oracle.T, {**y2, "long_name": "held-out risk of (u*, v*)"})
+    data["oracle_test_risk_se"] = (("link", "repeat"), oracle_se.T, y2)
+    rd = np.moveaxis(np.asarray(rd).reshape(cfg.n_repeats, nl, ns), 0, 2)
+    rd_se = np.moveaxis(np.asarray(rd_se).reshape(cfg.n_repeats, nl, ns), 0, 2)
+    data["rd_final_test_risk"] = (fdims, rd, {**y2, "long_name": "R^d test-set risk, final iterate",
+                                              "n_samples": cfg.n_test_rd})
+    data["rd_final_test_risk_se"] = (fdims, rd_se, y2)
+    rem = rem_constants_alpha(math.log(cfg.L - 1) / cfg.d, cfg.beta)
+    attrs = {"paper": CITATION, "psi": float(rem.psi), "r": float(rem.r), "alpha": float(rem.alpha),
+             "transition_mu": float(rem.psi) / math.sqrt(1 - cfg.gamma**2),
+             "excess_risk_definition": "E(f - y)^2 - eps^2"}
+    coords = {"link": list(links), "start": list(STARTS), "step": steps, "repeat": np.arange(cfg.n_repeats)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _located(mu, cfg) -> np.ndarray:
+    """The secret token is located beyond the scale of the logit fluctuation the mean field drops:
+    ``(c mu - psi) beta d >= 5 gamma beta sqrt(d)``, i.e. ``c mu - psi >= 5 gamma / sqrt(d)``."""
+    c = math.sqrt(1 - cfg.gamma**2)
+    psi = float(rem_constants_alpha(math.log(cfg.L - 1) / cfg.d, cfg.beta).psi)
+    return c * np.asarray(mu) - psi >= 5 * cfg.gamma / math.sqrt(cfg.d)
+
+
+def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
+    last = ds.isel(step=-1)
+    metrics: dict[str, float] = {}
+    for link in ds.link.values:
+        for start in ds.start.values:
+            x = last.sel(link=link, start=start)
+            tag = f"{link}_{start}"
+            metrics[f"final_test_excess_risk_median_{tag}"] = float(x.test_excess_risk.median())
+            metrics[f"final_train_excess_risk_median_{tag}"] = float(x.train_excess_risk.median())
+            metrics[f"final_mu_median_{tag}"] = float(x.mu.median())
+            metrics[f"final_nu_median_{tag}"] = float(x.nu.median())
+            metrics[f"final_abs_nu_median_{tag}"] = float(np.abs(x.nu).median())
+            metrics[f"final_mean_field_risk_median_{tag}"] = float(x.mean_field_risk.median())
+            metrics[f"flow_final_mu_median_{tag}"] = float(x.flow_mu.median())
+            metrics[f"flow_final_nu_median_{tag}"] = float(x.flow_nu.median())
+            metrics[f"flow_final_mean_field_risk_median_{tag}"] = float(x.flow_mean_field_risk.median())
+    # the issue's headline metric: mean field vs the exact model's risk where the mean-field p > 0.99
+    mf, mc, se = last.mean_field_risk.values, last.test_excess_risk.values, last.test_excess_risk_se.values
+    sel = last.p_mu.values > P_LOCATED
+    gap = np.abs(mf - mc)
+    metrics["mean_field_vs_mc_max_gap_p_above_0_99"] = float(gap[sel].max()) if sel.any() else float("nan")
+    metrics["mean_field_vs_mc_max_gap_p_above_0_99_in_se"] = float((gap / se)[sel].max()) if sel.any() else float("nan")
+    metrics["n_final_iterates_p_above_0_99"] = float(sel.sum())
+    located = _located(last.mu.values, cfg)
+    metrics["n_final_iterates_located_5_sigma"] = float(located.sum())
+    metrics["oracle_test_risk_mean"] = float(ds.oracle_test_risk.mean())
+
+    checks = []
+    # (1) mean field vs Monte Carlo where its premise holds: located final iterates and the oracle (u*, v*)
+    th = list(mf[located]) + [0.0] * ds.oracle_test_risk.size
+    sim = list(mc[located]) + list(ds.oracle_test_risk.values.ravel())
+    sse = list(se[located]) + list(ds.oracle_test_risk_se.values.ravel())
+    worst = int(np.argmax(np.abs(np.subtract(th, sim)) / np.asarray(sse)))
+    checks.append(Check(
+        "mean-field risk vs Monte Carlo (held-out, exact model): worst of the located final iterates and the oracle",
+        theory=float(th[worst]), simulation=float(sim[worst]), tolerance=5 * float(sse[worst]),
+        basis=f"5 SE, {int(ds.test_excess_risk.attrs['n_samples'])} samples; located: c mu - psi >= 5 gamma/sqrt(d) "
+              f"({int(located.sum())} iterates) + {ds.oracle_test_risk.size} oracle points"))
+    # (2) flow end point vs RGD end point from the same start (linear link, mu0 start): nu
+    if "linear" in ds.link.values:
+        x = last.sel(link="linear", start="mu0")
+        diff = x.nu.values - x.flow_nu.values
+        stat = cfg.d * (cfg.eps**2 + max(float(x.test_excess_risk.median()), 0.0)) / (2 * cfg.n_train * cfg.gamma**2)
+        checks.append(Check(
+            "final nu: mean-field flow vs RGD from the same mu0 start (linear link, median over repeats)",
+            theory=float(x.flow_nu.median()), simulation=float(x.nu.median()),
+            tolerance=stat + 5 * 1.2533 * float(np.std(diff, ddof=1)) / math.sqrt(diff.size),
+            basis="n-sample fit error d (eps^2 + risk) / (2 n gamma^2) + 5 SE of the median over repeats"))
+        metrics["flow_vs_rgd_final_mu_gap_linear_mu0"] = float(x.mu.median() - x.flow_mu.median())
+    # (3) the in-frame held-out estimator vs a fixed R^d test set at the final iterates
+    d_ = last.test_excess_risk.values - ds.rd_final_test_risk.values
+    se_d = math.sqrt(float(np.sum(last.test_excess_risk_se.values**2 + ds.rd_final_test_risk_se.values**2))) / d_.size
+    checks.append(Check(
+        "held-out risk: in-frame draw vs R^d test set (final iterates, mean over runs)",
+        theory=float(ds.rd_final_test_risk.mean()), simulation=float(last.test_excess_risk.mean()),
+        tolerance=5 * se_d, basis=f"5 SE, {int(ds.rd_final_test_risk.attrs['n_samples'])} R^d samples per run"))
+    return metrics, checks
+
+
+def plot_rgd(ds: xr.Dataset, cfg: RGDConfig):
+    links = list(ds.link.values)
+    fig, axes = plt.subplots(2, len(links), figsize=(5.2 * len(links), 8), layout="constrained", squeeze=False)
+    steps = ds.step.values
+    for j, link in enumerate(links):
+        ax = axes[0, j]
+        for i, start in enumerate(ds.start.values):
+            x = ds.sel(link=link, start=start)
+            col = f"C{i}"
+            band(ax, steps, np.maximum(x.test_excess_risk.values, 1e-4), label=f"test, {start} start", color=col)
+            ax.plot(steps, np.median(x.train_excess_risk.values, axis=1), ":", color=col, lw=1, label="train")
+            ax.plot(steps, np.median(x.mean_field_risk.values, axis=1), "--", color=col, lw=1.2,
+                    label="R_bar at iterate")
+            ax.plot(steps, np.median(x.flow_mean_field_risk.values, axis=1), "-.", color="k" if i else "grey",
+                    lw=1, label="R_bar along flow")
+        ax.set(yscale="log", xlabel="step", ylabel="excess risk E(f-y)^2 - eps^2", title=f"{link} link")
+        ax.legend(fontsize=6)
+        ax = axes[1, j]
+        for i, start in enumerate(ds.start.values):
+            x = ds.sel(link=link, start=start)
+            band(ax, steps, x.mu.values, label=f"mu, {start}", color=f"C{2 * i}")
+            band(ax, steps, x.nu.values, label=f"nu, {start}", color=f"C{2 * i + 1}")
+            ax.plot(steps, np.median(x.flow_mu.values, axis=1), "--", color=f"C{2 * i}", lw=1)
+            ax.plot(steps, np.median(x.flow_nu.values, axis=1), "--", color=f"C{2 * i + 1}", lw=1)
+        ax.axhline(ds.attrs["transition_mu"], color="k", lw=0.6, ls=":", label="psi / c")
+        ax.set(xlabel="step", ylim=(-1.05, 1.05), title="overlaps (dashed: mean-field flow from the same start)")
+        ax.legend(fontsize=6)
+    fig.suptitle(f"{CITATION}, Fig. 2: RGD on the empirical risk, d={cfg.d}, L={cfg.L}, beta={cfg.beta}, "
+                 f"gamma={cfg.gamma:.4f}, n={cfg.n_train}, s={cfg.step_size}", fontsize=9)
+    return {"panels": fig}
+
+
+register(Preset(
+    name="dohmatob-rgd", paper="dohmatob", citation=CITATION, figure="Fig. 2",
+    description="Riemannian GD on the empirical risk (n = 1000), linear/quadratic/ReLU links, random and mu0 = 0.5 "
+                "starts, with the mean-field risk and flow on the same axes.",
+    config_cls=RGDConfig, run=run_rgd_preset, summarize=summarize_rgd, plot=plot_rgd,
+    defaults={},
+    quick={"n_repeats": 2, "n_steps": 200, "log_every": 50, "n_train": 200, "n_test": 2000, "n_test_rd": 500,
+           "links": ("linear",), "mu0": 0.9}))

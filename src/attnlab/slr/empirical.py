@@ -1,0 +1,163 @@
+r"""Riemannian gradient descent on the empirical risk of softmax attention (Dohmatob, spec B6 eq. 29, B7).
+
+One fixed training sample ``(X_i, y_i)_{i <= n}`` in R^d (:func:`attnlab.slr.data.sample_dohmatob`) and the loss
+``R_hat(u, v) = n^-1 sum_i (f(X_i; u, v) - y_i)^2``. Each step is the projected update of Marion's PGD::
+
+    u <- (u - s P_u grad_u R_hat) / |.|,     v <- (v - s P_v grad_v R_hat) / |.|,     P_x = I - x x^T,
+
+simultaneous in (u, v). Runs are vmapped over repeats (each with its own teacher and data) and, inside a repeat, over
+starting points sharing that repeat's data (so the token matrix is read once per step for all of them); steps are a
+``lax.scan``, chunked into a few compiled segments for progress reports.
+
+Test risk: ``E(f - y)^2 - eps^2`` estimated on held-out samples drawn in the frame ``(u*, v*, e1, e2)`` of the current
+iterate (:func:`attnlab.slr.data.sample_dohmatob_in_frame`), one fixed draw of frame coordinates per repeat reused at
+every logged step (common random numbers). At each step this is exactly a fresh test sample of the same law as a
+fixed test set in R^d; :func:`rd_test_risk` evaluates an actual R^d test set as a cross-check.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from attnlab.slr.softmax import get_link, softmax_weights
+
+__all__ = ["empirical_loss", "rgd_step", "RGDLog", "run_rgd", "run_rgd_reference", "init_with_overlap",
+           "frame_coordinates_jnp", "frame_predict", "overlaps5"]
+
+
+def empirical_loss(u, v, X, y, lam, link="linear"):
+    """``n^-1 sum_i (f(X_i; u, v) - y_i)^2`` with ``f = sum_l softmax(lam X u)_l sigma(X_l . v)``."""
+    sigma = get_link(link)
+    f = jnp.sum(softmax_weights(lam * (X @ u)) * sigma(X @ v), axis=-1)
+    return jnp.mean((f - y) ** 2)
+
+
+def _project_step(x, g, s):
+    x_new = x - s * (g - (x @ g) * x)
+    return x_new / jnp.linalg.norm(x_new)
+
+
+def rgd_step(u, v, X, y, lam, s, link="linear"):
+    """One simultaneous projected-gradient step on the empirical loss."""
+    gu, gv = jax.grad(empirical_loss, argnums=(0, 1))(u, v, X, y, lam, link)
+    return _project_step(u, gu, s), _project_step(v, gv, s)
+
+
+class RGDLog(NamedTuple):
+    """Logged iterates ``u``, ``v`` (repeats, n_logs + 1, K, d) and the training loss (repeats, n_logs + 1, K)."""
+
+    u: jax.Array
+    v: jax.Array
+    train_loss: jax.Array
+
+
+def _joint_losses(U, V, X, Y, lam, links):
+    """Losses of K runs sharing the tokens ``X`` (n, L, d): ``U, V`` (K, d), labels ``Y`` (K, n), one link per run.
+
+    A single product ``X @ [U; V]^T`` (and, in the backward pass, a single ``X^T @ C``) serves all K runs, so the
+    token matrix is read twice per step, not 4 K times.
+    """
+    K = U.shape[0]
+    A = X @ jnp.concatenate([U, V], axis=0).T  # (n, L, 2K)
+    w = softmax_weights(lam * A[..., :K], axis=-2)
+    g = jnp.stack([get_link(links[k])(A[..., K + k]) for k in range(K)], axis=-1)
+    f = jnp.sum(w * g, axis=-2)  # (n, K)
+    return jnp.mean((f - Y.T) ** 2, axis=0)
+
+
+def _joint_step(U, V, X, Y, lam, s, links):
+    gU, gV = jax.grad(lambda U, V: jnp.sum(_joint_losses(U, V, X, Y, lam, links)), argnums=(0, 1))(U, V)
+    return jax.vmap(_project_step, in_axes=(0, 0, None))(U, gU, s), jax.vmap(_project_step, in_axes=(0, 0, None))(
+        V, gV, s)
+
+
+@functools.lru_cache(maxsize=32)
+def _segment_fn(links: tuple, log_every: int, n_logs: int):
+    def one_repeat(U, V, X, Y, lam, s):
+        def step(UV, _):
+            return _joint_step(*UV, X, Y, lam, s, links), None
+
+        def log(UV, _):
+            UV, _ = jax.lax.scan(step, UV, None, length=log_every)
+            return UV, (UV[0], UV[1], _joint_losses(*UV, X, Y, lam, links))
+
+        return jax.lax.scan(log, (U, V), None, length=n_logs)
+
+    return jax.jit(jax.vmap(one_repeat, in_axes=(0, 0, 0, 0, None, None)))
+
+
+def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",), progress: Callable | None = None,
+            n_segments: int = 10) -> RGDLog:
+    """RGD of K runs per repeat: ``u0, v0`` (repeats, K, d), data ``X`` (repeats, n, L, d) shared by the K runs of a
+    repeat, labels ``Y`` (repeats, K, n), ``links`` a tuple of K links (names or callables).
+
+    Returns the iterates at steps ``0, log_every, ..., n_steps`` on axis 1: ``u, v`` (repeats, n_logs + 1, K, d) and
+    the training loss (repeats, n_logs + 1, K).
+    """
+    links = tuple(links)
+    for link in links:
+        get_link(link)
+    if len(links) != u0.shape[1]:
+        raise ValueError(f"{len(links)} links for {u0.shape[1]} runs per repeat")
+    if n_steps % log_every:
+        raise ValueError(f"log_every ({log_every}) must divide n_steps ({n_steps})")
+    n_logs = n_steps // log_every
+    n_segments = max(1, min(n_segments, n_logs))
+    while n_logs % n_segments:
+        n_segments -= 1
+    seg = _segment_fn(links, log_every, n_logs // n_segments)
+    loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
+    us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
+    u, v = u0, v0
+    for i in range(n_segments):
+        (u, v), (lu, lv, ll) = seg(u, v, X, Y, lam, s)
+        us.append(lu)
+        vs.append(lv)
+        ls.append(ll)
+        if progress is not None:
+            progress(i + 1, n_segments)
+    return RGDLog(jnp.concatenate(us, 1), jnp.concatenate(vs, 1), jnp.concatenate(ls, 1))
+
+
+def run_rgd_reference(u0, v0, X, y, lam, s, n_steps: int, link="linear"):
+    """Plain reference for the benchmark: one run, a Python loop over steps of a jitted step."""
+    step = jax.jit(lambda u, v: rgd_step(u, v, X, y, lam, s, link))
+    u, v = u0, v0
+    for _ in range(n_steps):
+        u, v = step(u, v)
+    return jax.block_until_ready((u, v))
+
+
+def init_with_overlap(key, u_star, mu0, d: int):
+    """``u = mu0 u* + sqrt(1 - mu0^2) w`` with w uniform on the unit sphere of the complement of u*."""
+    w = jax.random.normal(key, (d,))
+    w = w - (w @ u_star) * u_star
+    w = w / jnp.linalg.norm(w)
+    return mu0 * u_star + jnp.sqrt(1.0 - mu0**2) * w
+
+
+def overlaps5(u, v, u_star, v_star):
+    """Dohmatob's overlaps stacked on the last axis: ``(mu, nu, eta, zeta, rho) = (u.u*, v.v*, u.v*, v.u*, u.v)``."""
+    return jnp.stack([u @ u_star, v @ v_star, u @ v_star, v @ u_star, jnp.sum(u * v, axis=-1)], axis=-1)
+
+
+def frame_coordinates_jnp(o):
+    """u, v in the frame ``(u*, v*, e1, e2)`` from overlaps ``o = (mu, nu, eta, zeta, rho)`` (last axis), JAX."""
+    mu, nu, eta, zeta, rho = (o[..., i] for i in range(5))
+    tiny = 1e-300
+    p = jnp.sqrt(jnp.maximum(1.0 - mu**2 - eta**2, 0.0))
+    q1 = jnp.where(p > tiny, (rho - mu * zeta - eta * nu) / jnp.maximum(p, tiny), 0.0)
+    q2 = jnp.sqrt(jnp.maximum(1.0 - zeta**2 - nu**2 - q1**2, 0.0))
+    zero = jnp.zeros_like(p)
+    return jnp.stack([mu, eta, p, zero], axis=-1), jnp.stack([zeta, nu, q1, q2], axis=-1)
+
+
+def frame_predict(Z, o, lam, link="linear"):
+    """Predictions on frame coordinates ``Z`` (n, L, 4) of the (u, v) with overlaps ``o`` (5,)."""
+    u4, v4 = frame_coordinates_jnp(o)
+    return jnp.sum(softmax_weights(lam * (Z @ u4)) * get_link(link)(Z @ v4), axis=-1)
