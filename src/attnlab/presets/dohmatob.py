@@ -300,3 +300,162 @@ register(Preset(
     defaults={},
     quick={"n_repeats": 2, "n_steps": 200, "log_every": 50, "n_train": 200, "n_test": 2000, "n_test_rd": 500,
            "links": ("linear",), "mu0": 0.9}))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# dohmatob-flow: the 2-D flow on M, its stationary points and their classification (Props. 6, 7, 10)
+
+# Prop. 10 as printed (the ReLU item with the typo fixed as in its proof, App. F.3; spec B6)
+PROP10 = {
+    "linear": {(1, 1): "sink", (1, -1): "source", (-1, 1): "saddle", (-1, -1): "saddle"},
+    "quadratic": {(1, 1): "sink", (1, -1): "sink", (-1, 1): "saddle", (-1, -1): "saddle", (-1, 0): "saddle",
+                  (1, 0): "source", ("B=0", 0): "saddle"},
+    "relu": {(1, 1): "sink", (-1, 1): "saddle", (1, -1): "degenerate", (-1, -1): "degenerate"},
+}
+
+
+class FlowConfig(ExperimentConfig):
+    d: int = pydantic.Field(100, ge=4)
+    L: int = pydantic.Field(20, ge=2)
+    beta: float = pydantic.Field(1.0, gt=0)
+    gamma: float = pydantic.Field(1 / math.sqrt(2), gt=0, lt=1)
+    links: tuple[str, ...] = ("linear", "quadratic", "relu")
+    n_grid: int = pydantic.Field(9, ge=2, description="starting points per axis of the phase portrait")
+    t_max: float = pydantic.Field(50.0, gt=0)
+    n_times: int = pydantic.Field(101, ge=2)
+    n_mc: int = pydantic.Field(20_000, ge=100, description="Monte Carlo samples per stationary point with mu = 1")
+
+    @pydantic.field_validator("links")
+    @classmethod
+    def _links(cls, v):
+        return _check_links(v)
+
+
+def _point_key(p):
+    mu = "B=0" if p.family.startswith("B=0") else int(round(p.mu))
+    return (mu, int(round(p.nu)))
+
+
+def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
+    from attnlab.slr.flows import field2, field4, stationary_points_on_M
+    from attnlab.slr.meanfield import mc_risk_batch
+
+    g = np.linspace(-0.95, 0.95, cfg.n_grid)
+    starts = np.array([(a, b) for a in g for b in g])
+    ts = np.linspace(0.0, cfg.t_max, cfg.n_times)
+    data_traj, pts_rows = [], []
+    inv = []
+    for li, link in enumerate(cfg.links):
+        m = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link)
+        traj = jax.jit(jax.vmap(lambda y, m=m: integrate(field2, y, ts, m)))(jnp.asarray(starts))
+        data_traj.append(np.asarray(traj))
+        # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|
+        y4 = jnp.concatenate([jnp.asarray(starts[:: max(1, len(starts) // 8)]), jnp.zeros((len(starts[:: max(
+            1, len(starts) // 8)]), 2))], axis=1)
+        t4 = jax.jit(jax.vmap(lambda y, m=m: integrate(field4, y, ts, m)))(y4)
+        inv.append(float(jnp.max(jnp.abs(t4[..., 2:]))))
+        sps = stationary_points_on_M(m)
+        y = jnp.array([[p.mu, p.nu] for p in sps])
+        F = np.asarray(jax.jit(jax.vmap(lambda z, m=m: jnp.max(jnp.abs(field2(z, m)))))(y))
+        R = np.asarray(jax.jit(jax.vmap(lambda z, m=m: mean_field_risk(z[0], z[1], 0.0, 0.0, m)))(y))
+        # located points (mu = 1): the mean field's premise holds; compare with the exact model
+        o = jnp.array([[p.mu, p.nu, 0.0, 0.0, 0.0] for p in sps])
+        mc, mc_se = (np.asarray(x) for x in mc_risk_batch(jax.random.fold_in(key, li), o, m, cfg.n_mc))
+        for i, p in enumerate(sps):
+            located = p.mu == 1.0
+            expected = PROP10.get(link, {}).get(_point_key(p), "")
+            pts_rows.append((link, p.mu, p.nu, p.kind, expected, p.family, float(np.real(p.eigenvalues[0])),
+                             float(np.real(p.eigenvalues[-1])), float(F[i]), float(R[i]),
+                             float(mc[i]) if located else np.nan, float(mc_se[i]) if located else np.nan))
+        if progress is not None:
+            progress(li + 1, len(cfg.links))
+    cols = list(zip(*pts_rows))
+    pd = ("point",)
+    data = {
+        "mu": (("link", "start", "time"), np.stack(data_traj)[..., 0], {"units": "1"}),
+        "nu": (("link", "start", "time"), np.stack(data_traj)[..., 1], {"units": "1"}),
+        "mu0": (("start",), starts[:, 0], {"units": "1"}),
+        "nu0": (("start",), starts[:, 1], {"units": "1"}),
+        "invariance_max_offM": (("link",), np.array(inv), {"units": "1", "long_name": "max |eta|, |zeta| of the 4-D "
+                                                                                      "flow started on M"}),
+        "sp_link": (pd, np.array(cols[0], dtype=object).astype(str), {}),
+        "sp_mu": (pd, np.array(cols[1]), {"units": "1"}),
+        "sp_nu": (pd, np.array(cols[2]), {"units": "1"}),
+        "sp_kind": (pd, np.array(cols[3]).astype(str), {}),
+        "sp_kind_prop10": (pd, np.array(cols[4]).astype(str), {}),
+        "sp_family": (pd, np.array(cols[5]).astype(str), {}),
+        "sp_eig_min": (pd, np.array(cols[6]), {"units": "1/time"}),
+        "sp_eig_max": (pd, np.array(cols[7]), {"units": "1/time"}),
+        "sp_field_norm": (pd, np.array(cols[8]), {"units": "1/time"}),
+        "sp_mean_field_risk": (pd, np.array(cols[9]), {"units": "y^2"}),
+        "sp_mc_risk": (pd, np.array(cols[10]), {"units": "y^2", "n_samples": cfg.n_mc}),
+        "sp_mc_risk_se": (pd, np.array(cols[11]), {"units": "y^2"}),
+    }
+    m0 = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma)
+    return xr.Dataset(data, coords={"link": list(cfg.links), "time": ts, "point": np.arange(len(pts_rows))},
+                      attrs={"paper": CITATION, "transition_mu": m0.transition_mu, "psi": m0.psi})
+
+
+def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
+    metrics: dict[str, float] = {"transition_mu": float(ds.attrs["transition_mu"])}
+    checks = []
+    kinds, expected = ds.sp_kind.values, ds.sp_kind_prop10.values
+    for link in ds.link.values:
+        sel = (ds.sp_link.values == link) & (expected != "")
+        agree = int(np.sum(kinds[sel] == expected[sel]))
+        metrics[f"n_stationary_points_{link}"] = float(np.sum(ds.sp_link.values == link))
+        metrics[f"prop10_agreement_{link}"] = float(agree)
+        metrics[f"prop10_listed_{link}"] = float(sel.sum())
+        if link in ("linear", "relu"):  # quadratic: our (-1, 0) is a source, Prop. 10 says saddle (reported)
+            checks.append(Check(f"Prop. 10 classification on M, {link} link (points agreeing)", theory=float(sel.sum()),
+                                simulation=float(agree), tolerance=0.0, basis="exact count"))
+    checks.append(Check("field at the stationary points (max |F|)", theory=0.0,
+                        simulation=float(ds.sp_field_norm.max()), tolerance=1e-10, basis="float64 round-off"))
+    for link in ds.link.values:
+        if link in ("linear", "quadratic"):
+            checks.append(Check(f"M invariant under the 4-D flow, {link} link (max |eta|, |zeta|)", theory=0.0,
+                                simulation=float(ds.invariance_max_offM.sel(link=link)), tolerance=1e-10,
+                                basis="float64 round-off"))
+        metrics[f"invariance_max_offM_{link}"] = float(ds.invariance_max_offM.sel(link=link))
+    sel = np.isfinite(ds.sp_mc_risk.values)
+    gap = np.abs(ds.sp_mean_field_risk.values - ds.sp_mc_risk.values)[sel]
+    se = ds.sp_mc_risk_se.values[sel]
+    w = int(np.argmax(gap / se))
+    checks.append(Check("mean-field risk vs Monte Carlo at the stationary points with mu = 1 (worst point)",
+                        theory=float(ds.sp_mean_field_risk.values[sel][w]),
+                        simulation=float(ds.sp_mc_risk.values[sel][w]), tolerance=5 * float(se[w]),
+                        basis=f"5 SE, {int(ds.sp_mc_risk.attrs['n_samples'])} samples"))
+    return metrics, checks
+
+
+_KIND_STYLE = {"sink": ("o", "C2"), "source": ("s", "C3"), "saddle": ("X", "C1"), "degenerate": ("D", "C7")}
+
+
+def plot_flow(ds: xr.Dataset, cfg: FlowConfig):
+    links = list(ds.link.values)
+    fig, axes = plt.subplots(1, len(links), figsize=(5.2 * len(links), 4.8), layout="constrained", squeeze=False)
+    for j, link in enumerate(links):
+        ax = axes[0, j]
+        x = ds.sel(link=link)
+        for s in range(x.sizes["start"]):
+            ax.plot(x.mu.values[s], x.nu.values[s], color="C0", lw=0.7, alpha=0.7)
+            ax.plot(x.mu.values[s, -1], x.nu.values[s, -1], ".", color="C0", ms=3)
+        ax.axvline(ds.attrs["transition_mu"], color="k", lw=0.6, ls=":")
+        sel = ds.sp_link.values == link
+        for mu, nu, kind in zip(ds.sp_mu.values[sel], ds.sp_nu.values[sel], ds.sp_kind.values[sel]):
+            mk, col = _KIND_STYLE[kind]
+            ax.plot(mu, nu, mk, color=col, ms=9, mec="k", label=kind)
+        h, lab = ax.get_legend_handles_labels()
+        uniq = dict(zip(lab, h))
+        ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="lower left")
+        ax.set(xlabel="mu", ylabel="nu", xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), title=f"{link} link: flow on M")
+    fig.suptitle(f"{CITATION}: 2-D mean-field flow on M (d={cfg.d}, L={cfg.L}, beta={cfg.beta}, "
+                 f"gamma={cfg.gamma:.4f}); dotted: mu = psi / c", fontsize=9)
+    return {"phase_portrait": fig}
+
+
+register(Preset(
+    name="dohmatob-flow", paper="dohmatob", citation=CITATION, figure="Props. 6-10 (no figure)",
+    description="The 2-D mean-field flow on M: phase portrait, stationary points classified by their Jacobians.",
+    config_cls=FlowConfig, run=run_flow, summarize=summarize_flow, plot=plot_flow,
+    defaults={}, quick={"n_grid": 4, "n_times": 21, "n_mc": 4000, "links": ("linear",)}))

@@ -30,6 +30,7 @@ Jacobian of the 2-D field (sink: all < 0, source: all > 0, saddle: mixed, degene
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
@@ -101,9 +102,20 @@ class StationaryPoint(NamedTuple):
     family: str
 
 
+@functools.lru_cache(maxsize=64)
+def _jacobian_fn(field, m: DohmatobModel):
+    return jax.jit(jax.jacfwd(lambda z: field(z, m)))
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_fns(m: DohmatobModel):
+    h = lambda x: kernel_terms(x, 0.0, 0.0, m.gamma, m.link)  # noqa: E731
+    return jax.jit(jax.vmap(lambda x: jnp.stack(h(x)))), jax.jit(jax.vmap(jax.grad(lambda x: h(x)[1])))
+
+
 def jacobian_eigenvalues(field, y, m: DohmatobModel):
     """Eigenvalues of the Jacobian of ``field(., m)`` at ``y`` (forward mode), sorted by real part."""
-    J = np.asarray(jax.jacfwd(lambda z: field(z, m))(jnp.asarray(y, jnp.float64)))
+    J = np.asarray(_jacobian_fn(field, m)(jnp.asarray(y, jnp.float64)))
     ev = np.linalg.eigvals(J)
     return ev[np.argsort(ev.real)]
 
@@ -120,7 +132,7 @@ def classify(eigenvalues, zero_tol: float = 0.0) -> str:
     return "saddle"
 
 
-def _bisect(f, lo, hi, n_iter=80):
+def _bisect(f, lo, hi, n_iter=60):
     flo = f(lo)
     for _ in range(n_iter):
         mid = 0.5 * (lo + hi)
@@ -134,13 +146,13 @@ def _bisect(f, lo, hi, n_iter=80):
 
 def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int = 2001):
     """All stationary points of the 2-D flow on M (Prop. 7, sets E1-E4), classified (Prop. 10)."""
-    g = m.gamma
+    H, dH2v = _kernel_fns(m)
 
     def dH2(nu):
-        return float(jax.grad(lambda x: kernel_terms(x, 0.0, 0.0, g, m.link)[1])(jnp.float64(nu)))
+        return float(dH2v(jnp.array([nu]))[0])
 
     grid = np.linspace(-1.0, 1.0, n_grid)[1:-1]
-    vals = np.asarray(jax.vmap(jax.grad(lambda x: kernel_terms(x, 0.0, 0.0, g, m.link)[1]))(jnp.asarray(grid)))
+    vals = np.asarray(dH2v(jnp.asarray(grid)))
     nu_crit = []
     for i in range(len(grid) - 1):
         if vals[i] == 0.0:
@@ -148,12 +160,13 @@ def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int 
         elif vals[i] * vals[i + 1] < 0:
             nu_crit.append(_bisect(dH2, float(grid[i]), float(grid[i + 1])))
     nus = [(-1.0, "nu=-1"), (1.0, "nu=+1")] + [(x, "dual-kernel critical point") for x in nu_crit]
-    H1 = float(kernel_terms(1.0, 0.0, 0.0, g, m.link)[0])
+    Hs = np.asarray(H(jnp.array([1.0] + [nu for nu, _ in nus])))
+    H1 = float(Hs[0, 0])
     p_lo, p_hi = float(localisation_probability(-1.0, m)), float(localisation_probability(1.0, m))
     points = []
-    for nu, nu_family in nus:
+    for i, (nu, nu_family) in enumerate(nus):
         mus = [(-1.0, "mu=-1"), (1.0, "mu=+1")]
-        p_star = float(kernel_terms(nu, 0.0, 0.0, g, m.link)[1]) / H1
+        p_star = float(Hs[i + 1, 1]) / H1
         if p_lo < p_star < p_hi:
             mu_star = (m.psi + math.log(p_star / (1 - p_star)) / (m.beta * m.d)) / m.c
             if -1 < mu_star < 1:

@@ -66,6 +66,7 @@ __all__ = [
     "corollary1_risk",
     "frame_coordinates",
     "mc_risk",
+    "mc_risk_batch",
 ]
 
 _PHI0 = 1.0 / math.sqrt(2.0 * math.pi)
@@ -339,3 +340,18 @@ def mc_risk(key, mu, nu, zeta, eta, rho, m: DohmatobModel, n: int, eps: float = 
         return (pred - y) ** 2 - eps**2
 
     return mc_mean(key, f, n, chunk)
+
+
+def mc_risk_batch(key, o, m: DohmatobModel, n: int, eps: float = 0.0):
+    """Monte Carlo exact risk at a batch of overlaps ``o`` (k, 5) = (mu, nu, eta, zeta, rho), one independent
+    in-frame sample of n sequences per point (one compiled call). Returns ``(mean, SE)``, each of shape (k,)."""
+    from attnlab.slr.data import sample_dohmatob_in_frame
+    from attnlab.slr.empirical import frame_predict
+
+    def one(key, oo):
+        Z, y = sample_dohmatob_in_frame(key, n, m.L, m.gamma, eps, m.d, m.link)
+        loss = (frame_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
+        return jnp.mean(loss), jnp.std(loss, ddof=1) / math.sqrt(n)
+
+    o = jnp.asarray(o, dtype=jnp.float64)
+    return jax.jit(jax.vmap(one))(jax.random.split(key, o.shape[0]), o)
