@@ -459,3 +459,153 @@ register(Preset(
     description="The 2-D mean-field flow on M: phase portrait, stationary points classified by their Jacobians.",
     config_cls=FlowConfig, run=run_flow, summarize=summarize_flow, plot=plot_flow,
     defaults={}, quick={"n_grid": 4, "n_times": 21, "n_mc": 4000, "links": ("linear",)}))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# dohmatob-phase-diagram: learnability in (gamma, alpha) (Prop. 2, Condition 2; spec B5)
+
+
+class PhaseConfig(ExperimentConfig):
+    beta: float = pydantic.Field(1.0, gt=0)
+    d: int = pydantic.Field(100, ge=4, description="dimension of the mean-field oracle-risk map")
+    n_gamma: int = pydantic.Field(80, ge=2)
+    n_alpha: int = pydantic.Field(80, ge=2)
+    alpha_max: float = pydantic.Field(0.6, gt=0)
+    link: str = "linear"
+    d_mc: int = pydantic.Field(50, ge=4, description="dimension of the Monte Carlo points")
+    gammas_mc: tuple[float, ...] = (0.3, 0.6, 0.8, 0.9, 0.97)
+    L_mc: tuple[int, ...] = (3, 21, 101, 401)
+    n_mc: int = pydantic.Field(4000, ge=100)
+
+    @pydantic.field_validator("link")
+    @classmethod
+    def _link(cls, v):
+        return _check_links((v,))[0]
+
+    @pydantic.field_validator("gammas_mc")
+    @classmethod
+    def _gammas(cls, v):
+        if not all(0 < g < 1 for g in v):
+            raise ValueError(f"gammas_mc must lie in (0, 1), got {v}")
+        return v
+
+    @pydantic.field_validator("L_mc")
+    @classmethod
+    def _Ls(cls, v):
+        if not all(L >= 3 for L in v):
+            raise ValueError(f"L_mc must be >= 3 (alpha = log(L - 1) / d > 0), got {v}")
+        return v
+
+
+def run_phase(cfg: PhaseConfig, key, progress=None) -> xr.Dataset:
+    from attnlab.slr.meanfield import dual_kernel, mc_risk_batch
+
+    gammas = np.linspace(0.02, 0.98, cfg.n_gamma)
+    alphas = np.linspace(cfg.alpha_max / cfg.n_alpha, cfg.alpha_max, cfg.n_alpha)
+    rem = rem_constants_alpha(alphas, cfg.beta)
+    psi = np.asarray(rem.psi)
+    c = np.sqrt(1 - gammas**2)
+    learnable = c[:, None] > psi[None, :]
+    # mean-field oracle risk R_bar(1, 1, 0, 0) at dimension d (p(1) = sigmoid((c - psi) beta d)); r drops out at rho = 0
+    p1 = 1 / (1 + np.exp(-(c[:, None] - psi[None, :]) * cfg.beta * cfg.d))
+    sb1 = np.array([float(dual_kernel(1.0, g, cfg.link)) for g in gammas])
+    # on M at the oracle, H1 = H2 = H0 = sigma_bar(1) (a = b = 0): R_bar = sigma_bar(1) (1 - p)^2
+    mf_oracle = sb1[:, None] * (1 - p1) ** 2
+    # Monte Carlo oracle risks at finite d_mc, L in L_mc
+    mc = np.zeros((len(cfg.gammas_mc), len(cfg.L_mc)))
+    mc_se = np.zeros_like(mc)
+    mf_mc = np.zeros_like(mc)
+    for i, g in enumerate(cfg.gammas_mc):
+        for j, L in enumerate(cfg.L_mc):
+            m = DohmatobModel(cfg.d_mc, L, cfg.beta, g, cfg.link)
+            mean, se = mc_risk_batch(jax.random.fold_in(key, i * 100 + j), jnp.array([[1.0, 1.0, 0.0, 0.0, 0.0]]), m,
+                                     cfg.n_mc)
+            mc[i, j], mc_se[i, j] = float(mean[0]), float(se[0])
+            mf_mc[i, j] = float(mean_field_risk(1.0, 1.0, 0.0, 0.0, m))
+        if progress is not None:
+            progress(i + 1, len(cfg.gammas_mc))
+    alpha_mc = np.log(np.array(cfg.L_mc) - 1.0) / cfg.d_mc
+    psi_mc = np.asarray(rem_constants_alpha(alpha_mc, cfg.beta).psi)
+    c_mc = np.sqrt(1 - np.array(cfg.gammas_mc) ** 2)
+    sb1_mc = np.array([float(dual_kernel(1.0, g, cfg.link)) for g in cfg.gammas_mc])
+    gamma_boundary = np.where(psi < 1, np.sqrt(np.clip(1 - psi**2, 0, 1)), np.nan)
+    data = {
+        "psi": (("alpha",), psi, {"units": "1"}),
+        "gamma_boundary": (("alpha",), gamma_boundary, {"units": "1", "long_name": "sqrt(1 - psi^2)"}),
+        "learnable": (("gamma", "alpha"), learnable, {"long_name": "sqrt(1 - gamma^2) > psi"}),
+        "mf_oracle_risk": (("gamma", "alpha"), mf_oracle, {"units": "y^2", "d": cfg.d}),
+        "sigma_bar_1": (("gamma",), sb1, {"units": "y^2"}),
+        "mc_oracle_risk": (("gamma_mc", "L_mc"), mc, {"units": "y^2", "n_samples": cfg.n_mc, "d": cfg.d_mc}),
+        "mc_oracle_risk_se": (("gamma_mc", "L_mc"), mc_se, {"units": "y^2"}),
+        "mf_oracle_risk_mc_points": (("gamma_mc", "L_mc"), mf_mc, {"units": "y^2"}),
+        "alpha_mc": (("L_mc",), alpha_mc, {"units": "1"}),
+        "margin_mc": (("gamma_mc", "L_mc"), c_mc[:, None] - psi_mc[None, :], {"units": "1", "long_name": "c - psi"}),
+        "sigma_bar_1_mc": (("gamma_mc",), sb1_mc, {"units": "y^2"}),
+    }
+    coords = {"gamma": gammas, "alpha": alphas, "gamma_mc": list(cfg.gammas_mc), "L_mc": list(cfg.L_mc)}
+    return xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "link": cfg.link, "beta": cfg.beta})
+
+
+def summarize_phase(ds: xr.Dataset, cfg: PhaseConfig):
+    margin = ds.margin_mc.values
+    scale = 5 * ds.gamma_mc.values[:, None] / math.sqrt(cfg.d_mc)  # logit-fluctuation scale, as in dohmatob-rgd
+    deep_in = margin >= scale
+    deep_out = margin <= -scale
+    mc, se, mf = ds.mc_oracle_risk.values, ds.mc_oracle_risk_se.values, ds.mf_oracle_risk_mc_points.values
+    metrics = {"learnable_fraction_of_grid": float(ds.learnable.mean()),
+               "n_mc_points_deep_learnable": float(deep_in.sum()), "n_mc_points_deep_unlearnable": float(deep_out.sum())}
+    checks = []
+    if deep_in.any():
+        gap = np.abs(mc - mf) / se
+        gap = np.where(deep_in, gap, -np.inf)
+        w = np.unravel_index(np.argmax(gap), gap.shape)
+        checks.append(Check("oracle risk, mean field vs Monte Carlo, deep in the learnable phase (Prop. 2A, worst point)",
+                            theory=float(mf[w]), simulation=float(mc[w]), tolerance=5 * float(se[w]),
+                            basis=f"5 SE, {cfg.n_mc} samples, d = {cfg.d_mc}; c - psi >= 5 gamma / sqrt(d)"))
+    # phase predicted by c > psi vs the Monte Carlo oracle risk below / above half of sigma_bar_gamma(1)
+    half = 0.5 * ds.sigma_bar_1_mc.values[:, None]
+    far = deep_in | deep_out
+    agree = ((mc < half) == (margin > 0)) & far
+    checks.append(Check("learnability predicted by c > psi vs Monte Carlo oracle risk < sigma_bar(1)/2 (points far "
+                        "from the boundary)", theory=float(far.sum()), simulation=float(agree.sum()), tolerance=0.0,
+                        basis="exact count"))
+    near = ~far
+    if near.any():
+        metrics["max_mf_vs_mc_gap_near_boundary"] = float(np.max(np.abs(mc - mf)[near]))
+    if deep_out.any():
+        metrics["max_mf_vs_mc_gap_deep_unlearnable"] = float(np.max(np.abs(mc - mf)[deep_out]))
+    return metrics, checks
+
+
+def plot_phase(ds: xr.Dataset, cfg: PhaseConfig):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+    ax = axes[0]
+    im = ax.pcolormesh(ds.alpha.values, ds.gamma.values, ds.mf_oracle_risk.values / ds.sigma_bar_1.values[:, None],
+                       shading="auto", cmap="viridis", vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax, label="mean-field oracle risk / sigma_bar(1)")
+    ax.plot(ds.alpha.values, ds.gamma_boundary.values, "w-", lw=2, label="sqrt(1 - gamma^2) = psi(alpha, beta)")
+    learn = ds.mc_oracle_risk.values < 0.5 * ds.sigma_bar_1_mc.values[:, None]
+    for i, g in enumerate(ds.gamma_mc.values):
+        for j, a in enumerate(ds.alpha_mc.values):
+            ax.plot(a, g, "o" if learn[i, j] else "x", color="w" if learn[i, j] else "r", ms=8, mec="k")
+    ax.set(xlabel="alpha = log(L - 1) / d", ylabel="gamma", title=f"learnability (beta = {cfg.beta}); "
+           f"MC points at d = {cfg.d_mc}: o learnt, x not", xlim=(0, cfg.alpha_max))
+    ax.legend(fontsize=7, loc="lower left")
+    ax = axes[1]
+    for i, g in enumerate(ds.gamma_mc.values):
+        ax.errorbar(ds.margin_mc.values[i], ds.mc_oracle_risk.values[i] / ds.sigma_bar_1_mc.values[i],
+                    yerr=5 * ds.mc_oracle_risk_se.values[i] / ds.sigma_bar_1_mc.values[i], fmt="o", label=f"MC, gamma={g}")
+        ax.plot(ds.margin_mc.values[i], ds.mf_oracle_risk_mc_points.values[i] / ds.sigma_bar_1_mc.values[i], "k_", ms=12)
+    ax.axvline(0, color="k", lw=0.6, ls=":")
+    ax.set(xlabel="c - psi", ylabel="oracle risk / sigma_bar(1)",
+           title="oracle risk: Monte Carlo (dots) vs mean field (bars)")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"{CITATION}: phase diagram, {cfg.link} link", fontsize=9)
+    return {"phase_diagram": fig}
+
+
+register(Preset(
+    name="dohmatob-phase-diagram", paper="dohmatob", citation=CITATION, figure="Prop. 2 / Condition 2 (no figure)",
+    description="Learnability in (gamma, alpha): sqrt(1 - gamma^2) > psi, mean-field oracle risk, Monte Carlo points.",
+    config_cls=PhaseConfig, run=run_phase, summarize=summarize_phase, plot=plot_phase,
+    defaults={}, quick={"n_gamma": 30, "n_alpha": 30, "gammas_mc": (0.3, 0.97), "L_mc": (3, 101), "n_mc": 2000}))
