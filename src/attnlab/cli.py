@@ -14,7 +14,15 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from attnlab.errors import AttnlabError
@@ -110,17 +118,51 @@ def run(
         raise typer.Exit(1)
 
 
+@contextmanager
+def _sweep_display(total: int, label: str):
+    """Live display of a sweep: done, running, failed, elapsed and ETA."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("running {task.fields[running]}  failed {task.fields[failed]}  reused {task.fields[reused]}"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=err) as bar:
+        task = bar.add_task(label, total=total, running=total, failed=0, reused=0)
+
+        def update(counts):
+            bar.update(task, completed=counts["done"], running=counts["running"], failed=counts["failed"],
+                       reused=counts["reused"])
+
+        yield update
+
+
+def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str):
+    from attnlab import sweep as engine
+
+    engine.clean_stale_temporaries(root)
+    client = engine.make_client(scheduler, workers)
+    try:
+        with _sweep_display(len(tasks), label) as update:
+            return engine.run_tasks(client, tasks, root, update)
+    finally:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None and not scheduler:
+            cluster.close()
+
+
 @app.command()
 def reproduce(
     papers: Annotated[list[str] | None, typer.Argument(help="papers to reproduce (default: all)")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="quick size")] = False,
     out_dir: Annotated[Path, typer.Option("--out", help="output folder")] = Path("results"),
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
-    force: Annotated[bool, typer.Option("--force")] = False,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="local worker processes")] = None,
 ):
-    """Run every preset (of the named papers) and write report.md with figures and checks."""
+    """Run every preset (of the named papers) on Dask, then write report.md and report.html."""
     from attnlab.presets import all_presets
     from attnlab.report import write_report
+    from attnlab.store import RunResult
+    from attnlab.sweep import Task
 
     presets = all_presets()
     known = sorted({p.paper for p in presets.values()})
@@ -128,16 +170,65 @@ def reproduce(
         if paper not in known:
             raise AttnlabError(f"unknown paper {paper!r} (known: {', '.join(known)})")
     chosen = [p for p in presets.values() if not papers or p.paper in papers]
-    resolved = [_resolve(p.name, quick, None) for p in chosen]
-    results = {}
-    for p, config in resolved:
-        results[p.name] = _run_one(p, config, seed, quick, None, out_dir, force)
-    report = write_report(out_dir, results, presets)
+    for p in chosen:  # validate every config before anything runs
+        _resolve(p.name, quick, None)
+    tasks = [Task(p.name, (), seed, quick) for p in chosen]
+    outcomes = _engine(tasks, out_dir, scheduler, workers, "reproduce")
+    results, failed = {}, []
+    for o in outcomes:
+        if o.status == "failed":
+            failed.append(o)
+            err.print(f"{o.task.preset}: FAILED ({o.error})", markup=False)
+        else:
+            results[o.task.preset] = RunResult(Path(o.run_dir), o.summary, o.status == "reused")
+            if o.status == "reused":
+                err.print(f"{o.task.preset}: reusing finished run in {o.run_dir}", markup=False)
+    report = write_report(out_dir, results, presets, failed={o.task.preset: o.error for o in failed})
     out.print(_checks_table(results))
     n = sum(len(r.summary.get("checks", [])) for r in results.values())
     n_pass = sum(c["passed"] for r in results.values() for c in r.summary.get("checks", []))
-    out.print(f"{n_pass}/{n} checks passed; report: {report}")
-    if n_pass < n:
+    html = report.with_suffix(".html")
+    out.print(f"{n_pass}/{n} checks passed, {len(failed)} presets failed; report: {report} and {html}")
+    if n_pass < n or failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def sweep(
+    preset: Annotated[str, typer.Argument(help="preset name")],
+    grids: Annotated[list[str] | None, typer.Option("--grid", help="key=v1,v2,... (repeatable)")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="seeds 0..K-1 per grid point")] = 1,
+    quick: Annotated[bool, typer.Option("--quick", help="start from the quick size")] = False,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, help="local worker processes")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="sweep folder (default results/sweeps/PRESET-HASH)")] = None,
+    plot_metrics: Annotated[list[str] | None, typer.Option("--plot", help="draw METRIC against the swept fields")] = None,
+):
+    """Run the Cartesian product of a grid (times K seeds) as independent tasks; resumable; writes sweep.zarr."""
+    from attnlab import sweep as engine
+    from attnlab.presets import get_preset
+
+    p = get_preset(preset)
+    grid = engine.parse_grid(grids)
+    seed_list = list(range(seeds))
+    tasks = engine.expand_grid(p, grid, seed_list, quick)
+    out_dir = out_dir or Path("results") / "sweeps" / engine.sweep_dir_name(p.name, grid, seed_list, quick)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise AttnlabError(f"cannot write to output directory {out_dir}: {e.strerror or e}") from None
+    outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}")
+    ds = engine.collect(outcomes, grid, seed_list)
+    path = engine.write_sweep(ds, out_dir, {"preset": p.name, "grid": grid, "seeds": seed_list, "quick": quick})
+    for metric in plot_metrics or []:
+        engine.plot_metric(ds, metric, out_dir)
+    n_failed = sum(o.status == "failed" for o in outcomes)
+    for o in outcomes:
+        if o.status == "failed":
+            err.print(f"failed: {o.task.label}: {o.error}", markup=False)
+    out.print(f"{len(outcomes) - n_failed}/{len(outcomes)} tasks finished "
+              f"({sum(o.status == 'reused' for o in outcomes)} reused); {path}")
+    if n_failed:
         raise typer.Exit(1)
 
 

@@ -27,6 +27,7 @@ logged quantity here is evaluated at the same iterate, with the lambda of the ne
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -239,7 +240,7 @@ def draw_sgd_noise(key, batch_size: int, L: int, gamma, eps, d: int, n_steps: in
     Z, y, scale = sample_slr_in_frame(kz, n, L, gamma, eps, d)
     m = d - 4
     a11_sq = 2.0 * jax.random.gamma(k1, m / 2.0, lead)
-    a22_sq = 2.0 * jax.random.gamma(k2, max(m - 1, 1) / 2.0, lead) if m > 1 else jnp.zeros(lead)
+    a22_sq = jnp.where(m > 1, 2.0 * jax.random.gamma(k2, jnp.maximum(m - 1, 1) / 2.0, lead), 0.0)
     return SGDNoise(Z.reshape(*lead, batch_size, L, 4), y.reshape(*lead, batch_size),
                     scale.reshape(*lead, batch_size, L), a11_sq, a22_sq, jax.random.normal(k3, lead))
 
@@ -339,6 +340,25 @@ def _segment_count(n_logs: int, requested: int) -> int:
     return n
 
 
+def _traced(p: SLRParams) -> SLRParams:
+    """The parameters as arrays, so compiled code is reused across values (sweeps recompile only for new shapes)."""
+    return SLRParams(*(jnp.asarray(x) for x in p))
+
+
+@partial(jax.jit, static_argnames=("log_every", "per_seg"))
+def _pgd_reduced_segment(o, i, p: SLRParams, log_every: int, per_seg: int):
+    def one_step(o, t):
+        lam = lambda_at(t, p.lambda0, p.schedule)
+        return pgd_step_reduced(o, lam, p.alpha, p.gamma, p.d, p.L), None
+
+    def one_log(o, t0):
+        o, _ = jax.lax.scan(one_step, o, t0 + jnp.arange(log_every))
+        return o, _log_reduced(o, t0 + log_every, p)
+
+    t0s = (i * per_seg + jnp.arange(per_seg)) * log_every
+    return jax.lax.scan(jax.vmap(one_log, in_axes=(0, None)), o, t0s)
+
+
 def run_pgd_reduced(o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, progress=None, n_segments: int = 20):
     """Reduced PGD from overlaps ``o0`` (leading axis: repeats), vmapped over repeats, ``lax.scan`` over steps.
 
@@ -348,32 +368,14 @@ def run_pgd_reduced(o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, pr
     n_logs = n_steps // log_every
     n_seg = _segment_count(n_logs, n_segments)
     per_seg = n_logs // n_seg
-
-    def one_step(o, t):
-        lam = lambda_at(t, p.lambda0, p.schedule)
-        return pgd_step_reduced(o, lam, p.alpha, p.gamma, p.d, p.L), None
-
-    def one_log(o, t0):
-        o, _ = jax.lax.scan(one_step, o, t0 + jnp.arange(log_every))
-        t1 = t0 + log_every
-        return o, _log_reduced(o, t1, p)
-
-    @jax.jit
-    def segment(o, i):
-        t0s = (i * per_seg + jnp.arange(per_seg)) * log_every
-        return jax.lax.scan(jax.vmap(one_log, in_axes=(0, None)), o, t0s)
-
-    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, p)
-    o, logs = _segments(lambda o, i: segment(o, i), o0, n_logs, n_seg, progress)
+    pt = _traced(p)
+    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, pt)
+    _, logs = _segments(lambda o, i: _pgd_reduced_segment(o, i, pt, log_every, per_seg), o0, n_logs, n_seg, progress)
     return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, logs)
 
 
-def run_pgd_full(k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: int):
-    """Full-vector PGD in R^d for one repeat (the reference for :func:`run_pgd_reduced`).
-
-    Returns the overlaps at steps ``0, log_every, ..., n_steps`` (shape (n_logs + 1,) each) and the final (k, v).
-    """
-
+@partial(jax.jit, static_argnames=("n_logs", "log_every"))
+def _pgd_full(k, v, k_star, v_star, p: SLRParams, n_logs: int, log_every: int):
     def one_step(kv, t):
         lam = lambda_at(t, p.lambda0, p.schedule)
         return pgd_step_full(*kv, k_star, v_star, lam, p.alpha, p.gamma, p.d, p.L), None
@@ -382,16 +384,43 @@ def run_pgd_full(k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: in
         kv, _ = jax.lax.scan(one_step, kv, t0 + jnp.arange(log_every))
         return kv, overlaps(*kv, k_star, v_star)
 
-    @jax.jit
-    def run(k, v):
-        t0s = jnp.arange(n_steps // log_every) * log_every
-        kv, logs = jax.lax.scan(one_log, (k, v), t0s)
-        return kv, logs
+    return jax.lax.scan(one_log, (k, v), jnp.arange(n_logs) * log_every)
 
-    (k1, v1), logs = run(k, v)
+
+def run_pgd_full(k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: int):
+    """Full-vector PGD in R^d for one repeat (the reference for :func:`run_pgd_reduced`).
+
+    Returns the overlaps at steps ``0, log_every, ..., n_steps`` (shape (n_logs + 1,) each) and the final (k, v).
+    """
+    (k1, v1), logs = _pgd_full(k, v, k_star, v_star, _traced(p), n_steps // log_every, log_every)
     o0 = overlaps(k, v, k_star, v_star)
     logs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), o0, logs)
     return logs, (k1, v1)
+
+
+def _sgd_test_risk(test_set, o, t, p: SLRParams):
+    return _in_frame_test_excess_risk(test_set, o, lambda_at(t, p.lambda0, p.schedule), p.eps)
+
+
+@partial(jax.jit, static_argnames=("L", "log_every", "per_seg", "batch_size"))
+def _sgd_reduced_segment(o, i, train_keys, test_sets, p: SLRParams, L: int, log_every: int, per_seg: int,
+                         batch_size: int):
+    def one_step(o, nt):
+        noise, t = nt
+        lam = lambda_at(t, p.lambda0, p.schedule)
+        return sgd_step_reduced_from_noise(noise, o, lam, p.alpha)[0], None
+
+    def one_log(o, key, test_set, t0):
+        # All the randomness of a logging interval in one draw: fewer, larger RNG calls.
+        noise = draw_sgd_noise(jax.random.fold_in(key, t0), batch_size, L, p.gamma, p.eps, p.d, log_every)
+        o, _ = jax.lax.scan(one_step, o, (noise, t0 + jnp.arange(log_every)))
+        t1 = t0 + log_every
+        return o, (_log_reduced(o, t1, p), _sgd_test_risk(test_set, o, t1, p))
+
+    def body(o, t0):
+        return jax.vmap(one_log, in_axes=(0, 0, 0, None))(o, train_keys, test_sets, t0)
+
+    return jax.lax.scan(body, o, (i * per_seg + jnp.arange(per_seg)) * log_every)
 
 
 def run_sgd_reduced(key, o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, batch_size: int, n_test: int,
@@ -404,50 +433,25 @@ def run_sgd_reduced(key, o0: Overlaps, p: SLRParams, n_steps: int, log_every: in
     n_logs = n_steps // log_every
     n_seg = _segment_count(n_logs, n_segments)
     per_seg = n_logs // n_seg
-
-    def one_step(o, nt):
-        noise, t = nt
-        lam = lambda_at(t, p.lambda0, p.schedule)
-        o, _ = sgd_step_reduced_from_noise(noise, o, lam, p.alpha)
-        return o, None
-
-    def test_risk(test_set, o, t):
-        return _in_frame_test_excess_risk(test_set, o, lambda_at(t, p.lambda0, p.schedule), p.eps)
-
-    def one_log(o, key, test_set, t0):
-        ts = t0 + jnp.arange(log_every)
-        # All the randomness of a logging interval in one draw: fewer, larger RNG calls.
-        noise = draw_sgd_noise(jax.random.fold_in(key, t0), batch_size, p.L, p.gamma, p.eps, p.d, log_every)
-        o, _ = jax.lax.scan(one_step, o, (noise, ts))
-        t1 = t0 + log_every
-        return o, (_log_reduced(o, t1, p), test_risk(test_set, o, t1))
-
-    @jax.jit
-    def segment(o, i):
-        t0s = (i * per_seg + jnp.arange(per_seg)) * log_every
-
-        def body(o, t0):
-            return jax.vmap(one_log, in_axes=(0, 0, 0, None))(o, train_keys, test_sets, t0)
-
-        return jax.lax.scan(body, o, t0s)
-
+    pt = _traced(p)
     train_keys, test_keys = jax.vmap(lambda k: tuple(jax.random.split(k)))(key)
     test_sets = jax.vmap(lambda k: sample_slr_in_frame(k, n_test, p.L, p.gamma, p.eps, p.d))(test_keys)
-    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, p)
-    first_test = jax.vmap(test_risk, in_axes=(0, 0, None))(test_sets, o0, 0)
-    _, (logs, tests) = _segments(lambda o, i: segment(o, i), o0, n_logs, n_seg, progress)
+    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, pt)
+    first_test = jax.vmap(_sgd_test_risk, in_axes=(0, 0, None, None))(test_sets, o0, 0, pt)
+
+    def segment(o, i):
+        return _sgd_reduced_segment(o, i, train_keys, test_sets, pt, p.L, log_every, per_seg, batch_size)
+
+    _, (logs, tests) = _segments(segment, o0, n_logs, n_seg, progress)
     logs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, logs)
     return logs, jnp.concatenate([first_test[None], tests], axis=0)
 
 
-def run_sgd_full(key, k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: int, batch_size: int,
-                 n_test: int):
-    """Full-vector online SGD for one repeat with a fixed held-out test set of ``n_test`` samples (official protocol).
-
-    Returns ``(overlaps at logged steps, test excess risk at logged steps)``.
-    """
+@partial(jax.jit, static_argnames=("L", "n_logs", "log_every", "batch_size", "n_test"))
+def _sgd_full(key, k, v, k_star, v_star, p: SLRParams, L: int, n_logs: int, log_every: int, batch_size: int,
+              n_test: int):
     k_test, k_train = jax.random.split(key)
-    X_te, y_te, _ = sample_slr(k_test, k_star, v_star, n_test, p.L, p.gamma, p.eps)
+    X_te, y_te, _ = sample_slr(k_test, k_star, v_star, n_test, L, p.gamma, p.eps)
 
     def test(kv, t):
         lam = lambda_at(t, p.lambda0, p.schedule)
@@ -456,7 +460,7 @@ def run_sgd_full(key, k, v, k_star, v_star, p: SLRParams, n_steps: int, log_ever
     def one_step(kv, t):
         lam = lambda_at(t, p.lambda0, p.schedule)
         k, v, _ = sgd_step_full(jax.random.fold_in(k_train, t), *kv, k_star, v_star, lam, p.alpha, p.gamma, p.eps,
-                                batch_size, p.L)
+                                batch_size, L)
         return (k, v), None
 
     def one_log(kv, t0):
@@ -464,11 +468,16 @@ def run_sgd_full(key, k, v, k_star, v_star, p: SLRParams, n_steps: int, log_ever
         t1 = t0 + log_every
         return kv, (overlaps(*kv, k_star, v_star), test(kv, t1))
 
-    @jax.jit
-    def run(k, v):
-        return jax.lax.scan(one_log, (k, v), jnp.arange(n_steps // log_every) * log_every)
-
-    _, (logs, tests) = run(k, v)
+    _, (logs, tests) = jax.lax.scan(one_log, (k, v), jnp.arange(n_logs) * log_every)
     o0 = overlaps(k, v, k_star, v_star)
     logs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), o0, logs)
     return logs, jnp.concatenate([test((k, v), 0)[None], tests])
+
+
+def run_sgd_full(key, k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: int, batch_size: int,
+                 n_test: int):
+    """Full-vector online SGD for one repeat with a fixed held-out test set of ``n_test`` samples (official protocol).
+
+    Returns ``(overlaps at logged steps, test excess risk at logged steps)``.
+    """
+    return _sgd_full(key, k, v, k_star, v_star, _traced(p), p.L, n_steps // log_every, log_every, batch_size, n_test)
