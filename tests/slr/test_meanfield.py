@@ -115,7 +115,7 @@ def test_general_link_mean_field_vs_monte_carlo_located(link):
     m = DohmatobModel(100, 20, 1.0, G, link)
     pts = [(1.0, 0.7, 0.0, 0.0, 0.0), (0.95, 0.3, 0.0, 0.01, 0.0), (0.9, -0.5, 0.0, -0.02, 0.0)]
     mean, se = mc_risk_batch(jax.random.key(1), jnp.array(pts), m, 30_000)
-    for (mu, nu, eta, zeta, rho), mc, s in zip(pts, np.asarray(mean), np.asarray(se)):
+    for (mu, nu, _eta, zeta, rho), mc, s in zip(pts, np.asarray(mean), np.asarray(se)):
         assert abs(float(mean_field_risk(mu, nu, zeta, rho, m)) - mc) <= 5 * s, (link, mu, nu, zeta)
 
 
