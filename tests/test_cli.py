@@ -1,5 +1,6 @@
 """The command line and the result store: errors, atomic runs, reuse, reproduce and its report."""
 
+import html
 import json
 import os
 import signal
@@ -144,6 +145,7 @@ def test_reproduce_quick_runs_every_preset_and_writes_the_report(reproduced):
     rc, out = reproduced
     assert rc == 0  # every check of every preset passed
     report = (out / "report.md").read_text()
+    page = (out / "report.html").read_text()
     presets = all_presets()
     for name in presets:
         (run_dir,) = (out / name).iterdir()
@@ -152,6 +154,8 @@ def test_reproduce_quick_runs_every_preset_and_writes_the_report(reproduced):
         assert f"## {name}" in report
         for c in summary["checks"]:
             assert c["name"] in report
+            assert html.escape(c["name"]) in page
+        assert f"<h2 id='{name}'>" in page
         assert any(f.endswith(".png") and f in report for f in summary["figures"])
 
 
