@@ -1,0 +1,83 @@
+"""Benchmark: the ``dohmatob-rgd`` preset (vmapped repeats, all links and starts of a repeat sharing one token matmul,
+``lax.scan`` over steps) against a plain reference (one run at a time, a Python loop over steps of a jitted step).
+
+Throughput is in run-steps per second (one RGD step of one (repeat, link, start) run). The reference is timed on
+``--ref-steps`` steps of one run per link and extrapolated. Prints, as its last line, a JSON object with
+``ratio_vs_reference`` (preset RGD throughput / reference throughput) and ``total_preset_s`` (the whole preset:
+simulation, theory, checks' inputs). Numbers are indicative on a shared machine.
+
+Usage: ``python bench/softmax_rgd.py [--quick] [--ref-steps 200]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+
+from attnlab.config import resolve_config
+from attnlab.presets import all_presets
+from attnlab.slr import empirical
+from attnlab.slr.data import sample_dohmatob, sample_teacher
+from attnlab.slr.dynamics import init_sphere
+
+
+def reference_throughput(cfg, n_steps: int) -> float:
+    """Run-steps per second of the plain reference, averaged over the links (compile excluded)."""
+    lam = cfg.beta * math.sqrt(cfg.d)
+    us, vs = sample_teacher(jax.random.key(0), cfg.d)
+    u0, v0 = init_sphere(jax.random.key(1), cfg.d)
+    total_s = 0.0
+    for link in cfg.links:
+        b = sample_dohmatob(jax.random.key(2), us, vs, cfg.n_train, cfg.L, cfg.gamma, cfg.eps, link)
+        empirical.run_rgd_reference(u0, v0, b.X, b.y, lam, cfg.step_size, 2, link)  # compile
+        t = time.perf_counter()
+        empirical.run_rgd_reference(u0, v0, b.X, b.y, lam, cfg.step_size, n_steps, link)
+        total_s += time.perf_counter() - t
+    return len(cfg.links) * n_steps / total_s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ref-steps", type=int, default=200)
+    args = ap.parse_args()
+    p = all_presets()["dohmatob-rgd"]
+    cfg = resolve_config(p.config_cls, p.quick if args.quick else None, {})
+
+    # time the RGD part of the preset separately by wrapping run_rgd
+    rgd_s = []
+    orig = empirical.run_rgd
+
+    def timed(*a, **k):
+        t = time.perf_counter()
+        out = jax.block_until_ready(orig(*a, **k))
+        rgd_s.append(time.perf_counter() - t)
+        return out
+
+    import attnlab.presets.dohmatob as mod
+
+    mod.run_rgd = timed
+    t = time.perf_counter()
+    ds = p.run(cfg, jax.random.key(0))
+    p.summarize(ds, cfg)
+    total = time.perf_counter() - t
+    mod.run_rgd = orig
+    run_steps = cfg.n_repeats * len(cfg.links) * 2 * cfg.n_steps
+    preset_tp = run_steps / rgd_s[0]
+    ref_tp = reference_throughput(cfg, args.ref_steps)
+    print(f"preset: {run_steps} run-steps in {rgd_s[0]:.1f} s (RGD incl. compile) -> {preset_tp:.0f} run-steps/s; "
+          f"whole preset {total:.1f} s")
+    print(f"reference: {ref_tp:.0f} run-steps/s (one run, Python loop over jitted steps, {args.ref_steps} steps/link)")
+    print(f"devices: {jax.devices()}; x64: {jnp.zeros(1).dtype}")
+    print(json.dumps({"ratio_vs_reference": preset_tp / ref_tp, "total_preset_s": total, "rgd_s": rgd_s[0],
+                      "preset_run_steps_per_s": preset_tp, "reference_run_steps_per_s": ref_tp,
+                      "quick": args.quick, "note": "shared machine: indicative"}))
+
+
+if __name__ == "__main__":
+    main()
