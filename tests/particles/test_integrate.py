@@ -58,7 +58,7 @@ def test_equiangular_ode(normalization):
     model = make_model(n + 1, beta=beta, normalization=normalization, dense=True)
     xs, _, _ = simulate(x0, model, times, 1e-3, scheme="rk4")
     rho = reduced.equiangular_rho(rho0, times, beta, n, normalization)
-    for k, t in enumerate(times):
+    for k in range(len(times)):
         g = xs[k + 1] @ xs[k + 1].T
         off = g[~np.eye(n, dtype=bool)]
         assert np.ptp(off) < 1e-12

@@ -20,6 +20,7 @@ Scratch memory is O(block_q * block_k); the same code runs on CPU and GPU and is
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 import jax
@@ -103,6 +104,12 @@ def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q:
     ``dtype`` (e.g. ``jnp.float32``) sets the precision of the kernel; the result is cast back to ``x.dtype``.
     """
     _check(x, beta, block_q, block_k, normalization)
+    dt = None if dtype is None else jnp.dtype(dtype).name
+    return _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dt)
+
+
+@partial(jax.jit, static_argnums=(5, 6, 7, 8))
+def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype):
     out_dtype = x.dtype
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
@@ -120,6 +127,12 @@ def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q:
 def log_normalizer(x, Q, K, beta, *, block_q: int = 1024, block_k: int = 2048, dtype=None):
     """log Z_i = logsumexp_j beta <Q x_i, K x_j> (N,), blocked, overflow-free."""
     _check(x, beta, block_q, block_k, "sa")
+    dt = None if dtype is None else jnp.dtype(dtype).name
+    return _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dt)
+
+
+@partial(jax.jit, static_argnums=(4, 5, 6))
+def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype):
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
     q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T

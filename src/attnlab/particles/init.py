@@ -97,7 +97,7 @@ def heat_kernel_s2_cos_density(u, tau: float, lmax: int | None = None):
     return np.sum(coef[:, None] * eval_legendre(ls[:, None], u.reshape(1, -1)), axis=0).reshape(u.shape)
 
 
-def heat_kernel_mixture_s2(key, n: int, means, weights=None, taus=0.02, grid: int = 20001):
+def heat_kernel_mixture_s2(key, n: int, means, weights=None, taus=0.02, grid: int = 4001):
     """n points on S^2 from sum_k w_k e^{tau_k Delta} delta_{m_k} (m_k unit 3-vectors), by inverse CDF in <x, m>."""
     _check_n(n)
     means = np.asarray(means, dtype=float).reshape(-1, 3)

@@ -38,6 +38,8 @@ __all__ = [
     "equiangular_rho",
     "dominant_mode",
     "meanfield_s1",
+    "two_point_merge_time",
+    "particles_per_width",
 ]
 
 
@@ -185,3 +187,23 @@ def meanfield_s1(density0, t, beta: float, gamma: int = -1, dt: float | None = N
         now = target
         out.append(mu.copy())
     return np.stack(out)
+
+
+def two_point_merge_time(theta0: float, theta_end: float, beta: float) -> float:
+    """Time for two equal-mass SA clusters (points) at angle theta0 to come within theta_end (Q = K = V = Id):
+    int_{theta_end}^{theta0} (1 + e^{beta (1 - cos theta)}) / (2 sin theta) d theta. Its beta -> infinity form
+    ~ e^{beta (1 - cos theta0)} / (2 beta sin^2 theta0) is the pairing-phase time scale of Prop 3.11 with its
+    prefactor (the bare e^{beta (1 - <c_i, c_j>)} of spec item 5 omits 1 / (2 beta sin^2 theta0))."""
+    from scipy.integrate import quad
+
+    val, _ = quad(lambda th: (1 + np.exp(beta * (1 - np.cos(th)))) / (2 * np.sin(th)), theta_end, theta0,
+                  epsabs=0, epsrel=1e-10, limit=200)
+    return float(val)
+
+
+def particles_per_width(n: int, beta: float, k: int) -> float:
+    """Tokens per kernel width on the collapsed sphere S^{k-1} (spec 1.6): n beta^{-(k-1)/2} / |S^{k-1}|."""
+    from scipy.special import gamma as gamma_fn
+
+    area = 2 * np.pi ** (k / 2) / gamma_fn(k / 2)
+    return float(n * beta ** (-(k - 1) / 2) / area)

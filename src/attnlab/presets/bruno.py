@@ -217,6 +217,8 @@ def run(cfg: BrunoConfig, key, progress=None) -> xr.Dataset:
         attrs["t_alignment"] = float(1.0 / (ev[0] - ev[-1]))
         attrs["t_heat"] = float(cfg.beta * cfg.variance / 2)
         attrs["t_pairing"] = float(math.exp(cfg.beta * (1 - math.cos(gaps.min()))))
+        attrs["t_pairing_two_point"] = reduced.two_point_merge_time(float(gaps.min()), cfg.cluster_c / math.sqrt(cfg.beta),
+                                                                    cfg.beta)
     attrs["merges"] = str(merge_times(tcoord, counts[0]))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
@@ -301,6 +303,9 @@ def summarize(ds: xr.Dataset, cfg: BrunoConfig):
         metrics["t_pairing_theory"] = float(ds.attrs["t_pairing"])
         drops = [tt for (tt, a, b) in merge_times(t, counts) if a >= 2]
         metrics["first_merge_time"] = float(drops[0]) if drops else float("nan")
+        k = int(np.searchsorted(t, drops[0])) if drops else 0
+        metrics["first_merge_bracket_low"] = float(t[k - 1]) if drops else float("nan")
+        metrics["t_pairing_two_point_ode"] = float(ds.attrs["t_pairing_two_point"])
     return metrics, checks
 
 
