@@ -1,0 +1,84 @@
+r"""The attention-weight family sigma of Duranthon et al. (spec 2.1): ``f(X) = sigma(X k/sqrt(D))^T (X v/sqrt(D))``.
+
+| name | sigma(chi)_l | label in figures |
+|---|---|---|
+| ``softmax`` | exp(chi_l) / sum exp(chi) (log-sum-exp) | softmax |
+| ``linear`` | 1 + chi_l | linear 1+chi |
+| ``centred_linear`` | (1 + chi_l - mean(chi)) / L, the true linearisation of softmax at 0 [I] | centred linear |
+| ``erf`` | 1 + erf(c + chi_l) | erf 1+erf(c+chi) |
+| ``softplus`` | softplus(chi_l) / sum softplus(chi) (no shift, spec 2.1 note) | softplus-normalised |
+| user | g(chi_l), optionally divided by sum g(chi) | the given name |
+
+Every weight function takes scores ``chi`` (..., L_max) and a boolean ``mask`` of the same shape (padding of random
+lengths): padded entries get weight 0 and do not enter sums or means. An :class:`Activation` is a frozen, hashable
+dataclass, so it can be a static argument of a jitted function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Activation", "activation", "ACTIVATIONS", "custom_activation"]
+
+ACTIVATIONS = ("softmax", "linear", "centred_linear", "erf", "softplus")
+_LABELS = {"softmax": "softmax", "linear": "linear 1+chi", "centred_linear": "centred linear",
+           "erf": "erf 1+erf(c+chi)", "softplus": "softplus-normalised"}
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One member of the family. ``c`` is the erf shift; ``fn``/``normalised`` define a user activation."""
+
+    name: str
+    c: float = 0.0
+    fn: Callable | None = None
+    normalised: bool = False
+
+    @property
+    def label(self) -> str:
+        base = _LABELS.get(self.name, self.name)
+        return f"erf 1+erf({self.c:.3g}+chi)" if self.name == "erf" else base
+
+    @property
+    def is_normalised(self) -> bool:
+        return self.name in ("softmax", "softplus") or (self.fn is not None and self.normalised)
+
+    def __call__(self, chi, mask=None):
+        if mask is None:
+            mask = jnp.ones(chi.shape, dtype=bool)
+        if self.name == "softmax":
+            logits = jnp.where(mask, chi, -jnp.inf)
+            return jnp.where(mask, jax.nn.softmax(logits, axis=-1), 0.0)
+        if self.name == "linear":
+            return jnp.where(mask, 1.0 + chi, 0.0)
+        if self.name == "centred_linear":
+            n = jnp.sum(mask, axis=-1, keepdims=True)
+            mean = jnp.sum(jnp.where(mask, chi, 0.0), axis=-1, keepdims=True) / n
+            return jnp.where(mask, (1.0 + chi - mean) / n, 0.0)
+        if self.name == "erf":
+            return jnp.where(mask, 1.0 + jax.scipy.special.erf(self.c + chi), 0.0)
+        if self.name == "softplus":
+            s = jnp.where(mask, jax.nn.softplus(chi), 0.0)
+            return s / jnp.sum(s, axis=-1, keepdims=True)
+        g = jnp.where(mask, self.fn(chi), 0.0)
+        return g / jnp.sum(g, axis=-1, keepdims=True) if self.normalised else g
+
+
+def activation(name: str, c: float = 0.0) -> Activation:
+    """A built-in activation by name (see :data:`ACTIVATIONS`); ``c`` is used by ``erf`` only."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}: expected one of {list(ACTIVATIONS)} or custom_activation()")
+    return Activation(name, c=float(c) if name == "erf" else 0.0)
+
+
+def custom_activation(name: str, fn: Callable, normalised: bool = False) -> Activation:
+    """A user activation: element-wise ``fn`` (JAX-traceable), divided by its sum over tokens if ``normalised``."""
+    if not callable(fn):
+        raise ValueError(f"custom activation {name!r} needs a callable, got {fn!r}")
+    if name in ACTIVATIONS:
+        raise ValueError(f"custom activation name {name!r} clashes with a built-in activation")
+    return Activation(name, fn=fn, normalised=bool(normalised))
