@@ -1,4 +1,4 @@
-"""Animated GIF of a token cloud over the snapshots of a dataset (variable ``x`` with dims (time, token, dim))."""
+"""Animated GIF of a token cloud over the snapshots of a dataset (variable ``x`` with dims ([row,] time, token, dim))."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4) -> 
     from attnlab.plot import plt
 
     x = ds["x"]
-    if "run" in x.dims:
-        x = x.isel(run=run)
+    for dim in ("run", "row"):
+        if dim in x.dims:
+            x = x.isel({dim: run})
     xs = np.asarray(x.values)
     times = np.asarray(ds["time"].values)
     stride = max(1, -(-xs.shape[1] // max_tokens))

@@ -7,8 +7,9 @@ r"""Observables of a token cloud on S^{d-1} (spec 4.4).
   one cluster;
 * |mean token| (Kuramoto), the eigenvalues of the second-moment (nematic) matrix (1/N) sum x_i x_i^T, and the mass
   fraction in E_max, tr(P_E Sigma);
-* clusters: connected components of {<x_i, x_j> > cos(c beta^{-1/2})} on a deterministic subsample, every token then
-  assigned to the nearest component centre; components below a minimum mass are not counted (stragglers);
+* clusters: connected components of {<x_i, x_j> > cos(c beta^{-1/2})} among core tokens of a deterministic
+  subsample, every token then assigned to the nearest component centre; components below a minimum
+  mass are not counted (stragglers);
 * the empirical density of the angle (S^1, or the azimuth on S^2) in bins.
 """
 
@@ -65,11 +66,13 @@ def observe_fn(B, beta, emax=None, energy_dtype=None):
     return lambda x: batch(x) if x.ndim == 3 else single(x)
 
 
-def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float = 0.01):
+def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float = 0.01, min_core: float = 0.01):
     """Cluster count, centres (k, d) and masses (k,) by connected components at angle c beta^{-1/2}.
 
-    Components are found on every ``ceil(N / sample)``-th token; all tokens are then assigned to the nearest centre
-    (largest inner product) and centres recomputed as normalised means. Components with mass < ``min_mass`` are
+    Components are found on every ``ceil(N / sample)``-th token, among the core tokens (at least a fraction
+    ``min_core`` of the subsample, and 3, within the threshold angle: DBSCAN-style); all tokens are then
+    assigned to the nearest centre (largest inner product) and centres recomputed as normalised means. Components with
+    mass < ``min_mass`` are
     dropped. Returns (count, centres, masses) sorted by azimuth angle of the centre.
     """
     x = np.asarray(x, float)
@@ -78,6 +81,9 @@ def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float
     stride = max(1, -(-x.shape[0] // sample))
     xs = x[::stride]
     adj = (xs @ xs.T) > np.cos(c / np.sqrt(beta))
+    core = adj.sum(axis=1) >= max(3, int(min_core * len(xs)))  # DBSCAN-style core tokens: stragglers do not bridge
+    if core.any():
+        xs, adj = xs[core], adj[np.ix_(core, core)]
     _, labels = connected_components(adj, directed=False)
     cent = np.stack([xs[labels == k].sum(0) for k in range(labels.max() + 1)])
     cent = cent / np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-300)

@@ -1,0 +1,43 @@
+"""The bruno presets: config validation (bad input gives one-line errors) and a tiny end-to-end run with a GIF."""
+
+import jax
+import numpy as np
+import pytest
+
+from attnlab.config import resolve_config
+from attnlab.errors import AttnlabError
+from attnlab.particles import animate
+from attnlab.presets import all_presets
+
+NAMES = ["bruno-alignment", "bruno-backward-heat", "bruno-forward-heat", "bruno-three-phases"]
+
+
+def _cfg(name, **overrides):
+    p = all_presets()[name]
+    return p, resolve_config(p.config_cls, {**p.defaults, **p.quick}, overrides)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registered_and_quick_config_valid(name):
+    p, cfg = _cfg(name)
+    assert p.paper == "bruno" and cfg.n_tokens <= 5000
+
+
+@pytest.mark.parametrize("bad", [{"n_tokens": 0}, {"d": 1}, {"beta": 0.0}, {"beta": -1.0}, {"dt": 0.0},
+                                 {"V": [[1.0, 0.0], [0.0, 1.0]]}, {"Q": [[1.0, 0.0, 0.0]]}])
+def test_bad_config_rejected(bad):
+    with pytest.raises(AttnlabError):
+        _cfg("bruno-alignment", **bad)
+
+
+def test_tiny_runs_end_to_end(key, tmp_path):
+    for name, over in [("bruno-alignment", {"n_tokens": 300, "times": [0.5, 1.0], "t_end": 1.0}),
+                       ("bruno-backward-heat", {"n_tokens": 500, "t_end": 2.5, "n_snapshots": 4})]:
+        p, cfg = _cfg(name, **over)
+        ds = p.run(cfg, jax.random.key(1))
+        metrics, checks = p.summarize(ds, cfg)
+        assert np.isfinite(metrics["final_cluster_count"])
+        assert all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
+        assert set(p.plot(ds, cfg))
+    path = animate(ds, tmp_path / "cloud.gif")
+    assert (tmp_path / "cloud.gif").stat().st_size > 1000 and path.endswith(".gif")
