@@ -12,8 +12,11 @@ are chosen here and flagged "[U, chosen]" in each preset's description and figur
   means (1, 3, 5) rad, weights (0.4, 0.35, 0.25), wrapped-normal standard deviation sigma0 = 0.2 read as the
   wrapped-normal variance v = sigma0^2 = 0.04 (heat time tau = v / 2 = 0.02, collapse at t = beta tau = 0.2; the
   other reading of the convention trap, tau = sigma0^2, would give 0.4), dt = 1e-2, T = 4.
-* Fig. 3: three wrapped normals, means (1, 2.5, 4.5) rad, weights (0.4, 0.35, 0.25), variance 0.1; T = 0.5 at full
-  size (5e4 tokens, 500 steps: 1.25e12 pair interactions, float32 kernel).
+* Fig. 3: three wrapped normals, means (1, 2.5, 4.5) rad, weights (0.4, 0.35, 0.25), variance 0.1; T = 0.25 at full
+  size (5e4 tokens, 250 steps: 6.25e11 pair interactions); the quick run uses beta = 20, N = 2000, T = 1.
+
+Full-size runs use the float32 kernel (tokens and observables stay float64): on the shared 2-core machine a float64
+step runs at about a third of the float32 rate. Quick runs use float64.
 * Fig. 4: Q = Id, K = V = S = diag(1, 1, 0.5) (Q^T K = V = S); four azimuth components, means (0, 1, 2.6, 4.4) rad,
   equal weights, variance 0.04, latitude uniform on [-pi/4, pi/4]; dt = 1e-2 growing to 0.05 on log-spaced
   snapshots up to T = 100. The closest pair (1 rad apart) pairs on the time scale e^{beta (1 - cos 1)} ~ 1e2 times
@@ -406,20 +409,22 @@ _preset("bruno-alignment", "Fig. 1",
         "Alignment phase: d=3, N=1e4, uniform on S^2, beta=30, dt=1e-2, Q=K=Id; row (a) V=diag(1,.5,.25), row (b) "
         "rotation [U, chosen]; tokens against the closed form normalize(e^{tV} x0).",
         {"scenario": "alignment", "n_tokens": 10_000, "d": 3, "beta": 30.0, "dt": 1e-2, "dt_max": 1e-2,
-         "t_end": 6.0, "times": (1.0, 3.0, 6.0), "V": ((1.0, 0.0, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 0.25))},
-        {"n_tokens": 1000, "t_end": 2.0, "times": (0.5, 1.0, 2.0)})
+         "t_end": 6.0, "times": (1.0, 3.0, 6.0), "V": ((1.0, 0.0, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 0.25)),
+         "kernel_dtype": "float32"},
+        {"n_tokens": 1000, "t_end": 2.0, "times": (0.5, 1.0, 2.0), "kernel_dtype": "float64"})
 _preset("bruno-backward-heat", "Fig. 2",
         "Backward heat: d=3, N=1e4, beta=10, latitude uniform, azimuth 3-component wrapped-normal mixture "
         "(sigma0=0.2), V=diag(1,1,-1) [U, chosen]; clusters at the means of Eq. (7).",
         {"scenario": "backward-heat", "n_tokens": 10_000, "d": 3, "beta": 10.0, "dt": 1e-2, "dt_max": 1e-2,
          "t_end": 4.0, "n_snapshots": 12, "t_first": 0.05, "V": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, -1.0)),
-         "means": (1.0, 3.0, 5.0), "weights": (0.4, 0.35, 0.25), "variance": 0.04, "V_b": None},
-        {"n_tokens": 2000, "t_end": 2.0, "n_snapshots": 8})
+         "means": (1.0, 3.0, 5.0), "weights": (0.4, 0.35, 0.25), "variance": 0.04, "V_b": None,
+         "kernel_dtype": "float32"},
+        {"n_tokens": 2000, "t_end": 2.0, "n_snapshots": 8, "kernel_dtype": "float64"})
 _preset("bruno-forward-heat", "Fig. 3",
         "Forward heat: d=2, N=5e4, beta=50, Q=K=Id, V=-Id, dt=1e-3, three wrapped normals [U, chosen]; histogram "
         "against Eq. (7) and the finite-beta mean-field PDE.",
         {"scenario": "forward-heat", "n_tokens": 50_000, "d": 2, "beta": 50.0, "dt": 1e-3, "dt_max": 1e-3,
-         "t_end": 0.5, "times": (0.125, 0.25, 0.5), "V": ((-1.0, 0.0), (0.0, -1.0)), "V_b": None,
+         "t_end": 0.25, "times": (0.0625, 0.125, 0.25), "V": ((-1.0, 0.0), (0.0, -1.0)), "V_b": None,
          "means": (1.0, 2.5, 4.5), "weights": (0.4, 0.35, 0.25), "variance": 0.1, "kernel_dtype": "float32"},
         {"n_tokens": 2000, "beta": 20.0, "dt": 2.5e-3, "dt_max": 2.5e-3, "t_end": 1.0, "times": (0.25, 0.5, 1.0),
          "kernel_dtype": "float64"})
@@ -429,5 +434,6 @@ _preset("bruno-three-phases", "Fig. 4 (App. E)",
         {"scenario": "three-phases", "n_tokens": 10_000, "d": 3, "beta": 10.0, "dt": 1e-2, "dt_max": 5e-2,
          "t_end": 100.0, "n_snapshots": 30, "t_first": 0.01, "V": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 0.5)),
          "K": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 0.5)), "V_b": None, "means": (0.0, 1.0, 2.6, 4.4),
-         "weights": (0.25, 0.25, 0.25, 0.25), "variance": 0.04, "latitude_range": math.pi / 4},
-        {"n_tokens": 800, "t_end": 40.0, "n_snapshots": 20})
+         "weights": (0.25, 0.25, 0.25, 0.25), "variance": 0.04, "latitude_range": math.pi / 4,
+         "kernel_dtype": "float32"},
+        {"n_tokens": 800, "t_end": 40.0, "n_snapshots": 20, "kernel_dtype": "float64"})
