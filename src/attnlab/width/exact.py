@@ -71,29 +71,36 @@ def _wishart_path(n, s: int, activation: str) -> bool:
 
 
 def _chis(key, m: int, n, s: int, activation: str, extra=()):
-    """All chi-squares of m networks in one exact draw (one rejection loop compiles once).
+    """All chi-squares of m networks in one exact draw (one rejection loop, compiled once).
 
-    Returns ``r = chi^2_n/n`` (m,), the Bartlett diagonal chi^2_{n-i} (m, s) (empty off the Wishart path) and, for
-    each ``(df, count)`` in ``extra``, an (m, count) array of chi^2_df/df.
+    Returns ``r = chi^2_n/n`` (m,), the scaled Bartlett diagonal ``chi^2_{n-i}/n`` (m, s) (empty off the Wishart
+    path) and, for each ``(df, count)`` in ``extra``, an (m, count) array of ``chi^2_df/df``. An infinite n or df
+    gives exactly 1 (the n -> infinity limit), so the same program also samples the limit law.
     """
     n_diag = s if _wishart_path(n, s, activation) else 0
     dfs = [jnp.full((1,), n, jnp.float64), n - jnp.arange(n_diag, dtype=jnp.float64)]
     dfs += [jnp.full((count,), df, jnp.float64) for df, count in extra]
     dfs = jnp.concatenate(dfs)
-    c = chi2(key, dfs, (m, dfs.shape[0]))
-    out, i = [c[:, 0] / n, c[:, 1:1 + n_diag]], 1 + n_diag
-    for df, count in extra:
-        out.append(c[:, i:i + count] / df)
+    finite = jnp.isfinite(dfs)
+    safe = jnp.where(finite, dfs, 1.0)
+    c = jnp.where(finite, chi2(key, safe, (m, dfs.shape[0])) / safe, 1.0)
+    out, i = [c[:, 0], c[:, 1:1 + n_diag] * jnp.where(finite[0], safe[1:1 + n_diag] / safe[0], 1.0)], 1 + n_diag
+    for _, count in extra:
+        out.append(c[:, i:i + count])
         i += count
     return out
 
 
 def _factor(key, r, diag, n, s: int, activation: str):
-    """``L`` (m, s, min(s, n)) from ``r`` and the Bartlett diagonal (Wishart path) or from an explicit X."""
+    """``L`` (m, s, min(s, n)) from ``r`` and the scaled Bartlett diagonal (Wishart path) or from an explicit X.
+
+    Wishart path: ``L = sqrt(r) (tril(N, -1)/sqrt(n) + diag(sqrt(chi^2_{n-i}/n)))`` = ``sqrt(r/n) B_0``; it is the
+    identity matrix at n = inf.
+    """
     m = r.shape[0]
     if _wishart_path(n, s, activation):
-        B = jnp.tril(jax.random.normal(key, (m, s, s)), -1) + jnp.sqrt(diag)[..., None] * jnp.eye(s)
-        return jnp.sqrt(r / n)[:, None, None] * B
+        B = jnp.tril(jax.random.normal(key, (m, s, s)), -1) / jnp.sqrt(n) + jnp.sqrt(diag)[..., None] * jnp.eye(s)
+        return jnp.sqrt(r)[:, None, None] * B
     X = psi(jnp.sqrt(r)[:, None, None] * jax.random.normal(key, (m, s, n)), activation)
     if n < s:
         return X / math.sqrt(n)
@@ -159,14 +166,19 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
 
     On the Wishart path (clip/identity, every n >= s) all widths and seeds share one compiled, vmapped program whose
     cost does not depend on n; otherwise (ReLU, or n < s) each width is compiled with its explicit input matrix.
+    A width ``math.inf`` (with head width inf) draws the n -> infinity limit law in the same program (clip only).
     """
-    widths = tuple(int(w) for w in widths)
-    head_widths = widths if head_widths is None else tuple(int(w) for w in head_widths)
+    as_num = lambda w: w if isinstance(w, float) and math.isinf(w) else int(w)
+    widths = tuple(as_num(w) for w in widths)
+    head_widths = widths if head_widths is None else tuple(as_num(w) for w in head_widths)
     if len(head_widths) != len(widths):
         raise ValueError(f"head_widths must match widths; got {len(head_widths)} and {len(widths)} entries")
-    for n, d in zip(widths, head_widths):
-        check_model(n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation, head_width=d,
-                    n_samples=n_samples)
+    infinite = [math.isinf(n) or math.isinf(d) for n, d in zip(widths, head_widths)]
+    if any(infinite) and activation == "relu":
+        raise ValueError("an infinite width (the limit law) needs clip/identity inputs; use sample_limit_first")
+    for n, d, inf in zip(widths, head_widths, infinite):
+        check_model(n=None if inf else n, n_heads=n_heads, n_tokens=n_tokens, activation=activation,
+                    head_width=None if inf else d, n_samples=n_samples)
     check_model(n_samples=n_seeds)
     if activation in ("clip", "identity") and min(widths) >= n_tokens:
         return _first_sweep(key, jnp.asarray(widths, jnp.float64), jnp.asarray(head_widths, jnp.float64), None,

@@ -20,6 +20,7 @@ benchmarks. The exact fast sampler with the same law is :mod:`attnlab.width.exac
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -64,9 +65,13 @@ def sample_reference(key, *, n: int, n_heads: int, n_tokens: int = 4, activation
                 n_samples=n_samples)
     if not 1 <= n_out <= n:
         raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")
+    return _reference(key, n, n_heads, n_tokens, activation, head_width, n_samples, n_out, min(batch_size, n_samples))
+
+
+@functools.partial(jax.jit, static_argnums=tuple(range(1, 9)))
+def _reference(key, n, n_heads, n_tokens, activation, head_width, n_samples, n_out, batch_size):
     one = lambda k: reference_network(k, n, n_heads, n_tokens, activation, head_width)[:, :n_out]
-    keys = jax.random.split(key, n_samples)
-    return jax.jit(lambda ks: jax.lax.map(one, ks, batch_size=min(batch_size, n_samples)))(keys)
+    return jax.lax.map(one, jax.random.split(key, n_samples), batch_size=batch_size)
 
 
 def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n_samples: int,
@@ -77,6 +82,12 @@ def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str =
     """
     check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
 
+    out = _reference_scores(key, n, n_tokens, activation, n_samples, min(batch_size, n_samples))
+    return out[:, 0], out[:, 1]
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+def _reference_scores(key, n, n_tokens, activation, n_samples, batch_size):
     def one(k):
         kh, kw, kq, kk = jax.random.split(k, 4)
         h = jax.random.normal(kh, (n,))
@@ -86,6 +97,4 @@ def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str =
         g = (Q @ K.T)[0, 0]
         return jnp.stack([g / math.sqrt(n), g / n])
 
-    out = jax.jit(lambda ks: jax.lax.map(one, ks, batch_size=min(batch_size, n_samples)))(
-        jax.random.split(key, n_samples))
-    return out[:, 0], out[:, 1]
+    return jax.lax.map(one, jax.random.split(key, n_samples), batch_size=batch_size)
