@@ -427,6 +427,7 @@ _preset("bruno-forward-heat", "Fig. 3",
          "t_end": 0.25, "times": (0.0625, 0.125, 0.25), "V": ((-1.0, 0.0), (0.0, -1.0)), "V_b": None,
          "means": (1.0, 2.5, 4.5), "weights": (0.4, 0.35, 0.25), "variance": 0.1, "kernel_dtype": "float32"},
         {"n_tokens": 2000, "beta": 20.0, "dt": 2.5e-3, "dt_max": 2.5e-3, "t_end": 1.0, "times": (0.25, 0.5, 1.0),
+         "pde_grid": 256, "n_sampling": 200,
          "kernel_dtype": "float64"})
 _preset("bruno-three-phases", "Fig. 4 (App. E)",
         "Three phases: d=3, N=1e4, beta=10, Q^T K = V = S = diag(1,1,.5), four azimuth components [U, chosen]; "
