@@ -129,8 +129,9 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
 
     ``x0`` is (N, d) or a batch (R, N, d) of independent runs (vmapped). ``dt`` is one step size or one per segment
     (segment k ends at times[k]); a segment takes n = ceil((t_k - t_{k-1}) / dt_k - 1e-9) equal steps of
-    (t_k - t_{k-1}) / n <= dt_k, so that each snapshot falls exactly on t_k. ``observe(x) -> pytree`` is evaluated at t = 0 and
-    at every snapshot (the returned observations have a leading axis of len(times) + 1). ``snapshots`` has the same
+    (t_k - t_{k-1}) / n <= dt_k, so that each snapshot falls exactly on t_k. ``observe(x) -> pytree`` is
+    evaluated at t = 0 and at every snapshot (the returned observations have a leading axis of len(times) + 1).
+    ``snapshots`` has the same
     leading axis and holds the positions.
     """
     times = np.asarray(times, dtype=float)
