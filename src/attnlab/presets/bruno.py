@@ -367,7 +367,9 @@ def plot(ds: xr.Dataset, cfg: BrunoConfig):
         fig.suptitle(head, fontsize=8)
         figs["histograms"] = fig
     else:
-        idx = _pick(times, [0, float(ds.attrs["collapse_time"]), 1.0, times[-1] / 10, times[-1]])
+        tc = float(ds.attrs["collapse_time"])
+        wanted = [0, tc, 2.0, times[-1] / 10, times[-1]] if sc == "three-phases" else [0, tc / 2, tc, 1.0, times[-1]]
+        idx = _pick(times, wanted)
         fig = plt.figure(figsize=(3.2 * len(idx), 6.4), layout="constrained")
         width = float(ds.bin.values[1] - ds.bin.values[0])
         for c, k in enumerate(idx):
