@@ -172,7 +172,6 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     y_lim = np.stack([lim[H][0] for H in heads])  # (heads, seed, sample)
     v_lim = np.stack([lim[H][1] for H in heads])
     y_null = np.stack([lim[H][2] for H in heads])
-    v_null = np.stack([lim[H][3] for H in heads])
 
     # official KDE-KL: one grid over every sample of the experiment (global min to max)
     grid = dist.official_grid(y_fin, y_lim, n_points=cfg.kde_points)

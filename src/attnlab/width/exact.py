@@ -168,7 +168,13 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     cost does not depend on n; otherwise (ReLU, or n < s) each width is compiled with its explicit input matrix.
     A width ``math.inf`` (with head width inf) draws the n -> infinity limit law in the same program (clip only).
     """
-    as_num = lambda w: w if isinstance(w, float) and math.isinf(w) else int(w)
+    def as_num(w):
+        if isinstance(w, float) and math.isinf(w):
+            return w
+        if isinstance(w, bool) or int(w) != w:
+            raise ValueError(f"width n must be an integer >= 1 or math.inf; got {w!r}")
+        return int(w)
+
     widths = tuple(as_num(w) for w in widths)
     head_widths = widths if head_widths is None else tuple(as_num(w) for w in head_widths)
     if len(head_widths) != len(widths):

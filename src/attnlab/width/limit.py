@@ -110,5 +110,5 @@ def limit_moments(n_tokens: int = 4, activation: str = "clip", n_heads=1, n_node
     w = np.einsum("ki,ij,kj->k", sm, Sigma, sm)
     mean, var_w = float(weight @ w), float(weight @ (w - weight @ w) ** 2)
     H = float(n_heads)
-    return {"second_moment": mean, "head_variance": var_w,
+    return {"second_moment": mean, "head_variance": var_w, "head_fourth_central": float(weight @ (w - mean) ** 4),
             "excess_kurtosis": 0.0 if math.isinf(H) else 3.0 * var_w / (H * mean**2)}
