@@ -26,7 +26,8 @@ def _close(a, b):
 
 
 # (n, H, psi, head_width): Wishart path (clip, n >= s); ReLU explicit X with low rank d < s; n < s explicit
-CASES = [(8, 2, "clip", None), pytest.param(6, 3, "relu", 2, marks=pytest.mark.slow), pytest.param(3, 2, "clip", None, marks=pytest.mark.slow),
+CASES = [(8, 2, "clip", None), pytest.param(6, 3, "relu", 2, marks=pytest.mark.slow),
+         pytest.param(3, 2, "clip", None, marks=pytest.mark.slow),
          pytest.param(16, 1, "relu", 8, marks=pytest.mark.slow)]
 
 

@@ -1,0 +1,79 @@
+"""Benchmark: the exact width-free Sakai sampler against the brute-force reference, and the paper presets' wall time.
+
+Throughput is networks (samples of Y[0,0]) per second after compilation, H = 2, s = 4, clip inputs, at
+n in {64, 256, 1024}; the reference draws every weight matrix as the official code does ((s + 4H) n^2 normals per
+network). Then each paper preset (sakai-vary-width, -vary-heads, -scores, -low-rank, -relu) runs at its default
+(paper) size, compilation included. Each output line is one JSON object; the last one holds
+``ratio_vs_reference_n1024`` and ``total_paper_presets_s``.
+
+    .venv/bin/python bench/width.py [--skip-presets] [--reference-samples 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import jax
+
+import attnlab  # noqa: F401
+from attnlab.config import resolve_config
+from attnlab.presets import all_presets
+from attnlab.width.exact import sample_first_token
+from attnlab.width.finite import sample_reference
+
+PAPER_PRESETS = ("sakai-vary-width", "sakai-vary-heads", "sakai-scores", "sakai-low-rank", "sakai-relu")
+
+
+def _throughput(fn, n_samples: int, repeats: int = 3):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(jax.random.key(0)))
+    first = time.perf_counter() - t0
+    runs = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(jax.random.key(r + 1)))
+        runs.append(time.perf_counter() - t0)
+    return {"compile_and_first_s": first, "run_s_min": min(runs), "run_s_median": sorted(runs)[len(runs) // 2],
+            "samples_per_s": n_samples / min(runs)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--skip-presets", action="store_true")
+    ap.add_argument("--reference-samples", type=int, default=8)
+    ap.add_argument("--exact-samples", type=int, default=200_000)
+    args = ap.parse_args()
+    env = {"device": str(jax.devices()[0]), "jax": jax.__version__, "machine": platform.node(),
+           "note": "shared, loaded machine: timings are indicative"}
+    ratios = {}
+    for n in (64, 256, 1024):
+        ref = _throughput(lambda k: sample_reference(k, n=n, n_heads=2, n_samples=args.reference_samples,
+                                                     batch_size=4), args.reference_samples, repeats=2)
+        ex = _throughput(lambda k: sample_first_token(k, n=n, n_heads=2, n_samples=args.exact_samples)[0],
+                         args.exact_samples)
+        ratios[n] = ex["samples_per_s"] / ref["samples_per_s"]
+        print(json.dumps({"name": "sampler_throughput", "params": {"n": n, "H": 2, "s": 4}, "exact": ex,
+                          "reference": ref, "ratio": ratios[n], **env}), flush=True)
+    total = None
+    if not args.skip_presets:
+        total = 0.0
+        presets = all_presets()
+        for name in PAPER_PRESETS:
+            p = presets[name]
+            cfg = resolve_config(p.config_cls, p.defaults, {})
+            t0 = time.perf_counter()
+            ds = p.run(cfg, jax.random.key(0))
+            metrics, checks = p.summarize(ds, cfg)
+            wall = time.perf_counter() - t0
+            total += wall
+            print(json.dumps({"name": "paper_preset", "preset": name, "wall_s": wall,
+                              "checks_passed": all(c.passed for c in checks), **env}), flush=True)
+    print(json.dumps({"name": "width_summary", "ratio_vs_reference_n1024": ratios[1024],
+                      "ratios": {str(k): v for k, v in ratios.items()}, "total_paper_presets_s": total, **env}))
+
+
+if __name__ == "__main__":
+    main()
