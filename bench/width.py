@@ -50,9 +50,9 @@ def main():
            "note": "shared, loaded machine: timings are indicative"}
     ratios = {}
     for n in (64, 256, 1024):
-        ref = _throughput(lambda k: sample_reference(k, n=n, n_heads=2, n_samples=args.reference_samples,
+        ref = _throughput(lambda k, n=n: sample_reference(k, n=n, n_heads=2, n_samples=args.reference_samples,
                                                      batch_size=4), args.reference_samples, repeats=2)
-        ex = _throughput(lambda k: sample_first_token(k, n=n, n_heads=2, n_samples=args.exact_samples)[0],
+        ex = _throughput(lambda k, n=n: sample_first_token(k, n=n, n_heads=2, n_samples=args.exact_samples)[0],
                          args.exact_samples)
         ratios[n] = ex["samples_per_s"] / ref["samples_per_s"]
         print(json.dumps({"name": "sampler_throughput", "params": {"n": n, "H": 2, "s": 4}, "exact": ex,
