@@ -47,7 +47,9 @@ class Activation:
     def is_normalised(self) -> bool:
         return self.name in ("softmax", "softplus") or (self.fn is not None and self.normalised)
 
-    def __call__(self, chi, mask=None):
+    def __call__(self, chi, mask=None, c=None):
+        """Weights sigma(chi) (..., L_max); ``c`` (traceable) overrides the erf shift ``self.c``."""
+        c = self.c if c is None else c
         if mask is None:
             mask = jnp.ones(chi.shape, dtype=bool)
         if self.name == "softmax":
@@ -60,7 +62,7 @@ class Activation:
             mean = jnp.sum(jnp.where(mask, chi, 0.0), axis=-1, keepdims=True) / n
             return jnp.where(mask, (1.0 + chi - mean) / n, 0.0)
         if self.name == "erf":
-            return jnp.where(mask, 1.0 + jax.scipy.special.erf(self.c + chi), 0.0)
+            return jnp.where(mask, 1.0 + jax.scipy.special.erf(c + chi), 0.0)
         if self.name == "softplus":
             s = jnp.where(mask, jax.nn.softplus(chi), 0.0)
             return s / jnp.sum(s, axis=-1, keepdims=True)

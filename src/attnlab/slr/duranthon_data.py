@@ -98,24 +98,38 @@ def sample_teacher_sqrtD(key, D: int):
     return math.sqrt(D) * k, math.sqrt(D) * v / jnp.linalg.norm(v)
 
 
+def _length_probs(law: LengthLaw):
+    """Probabilities of the lengths 1..L_max (a traced array, so one compiled sampler serves every law)."""
+    probs = np.zeros(law.L_max)
+    for v, p in zip(law.values, law.probs):
+        probs[v - 1] += p
+    return jnp.asarray(probs)
+
+
+def _lengths_from_probs(key, probs, n: int):
+    L_max = probs.shape[0]
+    lengths = 1 + jax.random.categorical(key, jnp.log(probs), shape=(n,))
+    return lengths, jnp.arange(L_max)[None, :] < lengths[:, None]
+
+
 def sample_lengths(key, law: LengthLaw, n: int):
     """Lengths (n,) and the padding mask (n, L_max)."""
-    if len(law.values) == 1:
-        lengths = jnp.full((n,), law.values[0])
-    else:
-        idx = jax.random.categorical(key, jnp.log(jnp.asarray(law.probs)), shape=(n,))
-        lengths = jnp.asarray(law.values)[idx]
-    mask = jnp.arange(law.L_max)[None, :] < lengths[:, None]
-    return lengths, mask
+    return _lengths_from_probs(key, _length_probs(law), n)
 
 
-def _location(key, model: str, nu_is_inf: bool, nu, chi_star, mask):
-    """eps* given the base scores: uniform on the valid tokens (spiked) or softmax(nu chi*) (max-SLR)."""
-    if model == "spiked":
-        return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf), axis=-1)
-    if nu_is_inf:
-        return jnp.argmax(jnp.where(mask, chi_star, -jnp.inf), axis=-1)
-    return jax.random.categorical(key, jnp.where(mask, nu * chi_star, -jnp.inf), axis=-1)
+def _location(key, is_spiked, nu_is_inf, nu, chi_star, mask):
+    """eps* given the base scores: uniform on the valid tokens (spiked) or softmax(nu chi*) (max-SLR; argmax at
+    nu = inf). The flags are traced, so the three cases share one compiled function."""
+    uniform = jnp.where(mask, 0.0, -jnp.inf)
+    tilted = jnp.where(mask, jnp.where(nu_is_inf, 0.0, nu) * chi_star, -jnp.inf)
+    drawn = jax.random.categorical(key, jnp.where(is_spiked, uniform, tilted), axis=-1)
+    argmax = jnp.argmax(jnp.where(mask, chi_star, -jnp.inf), axis=-1)
+    return jnp.where(is_spiked | ~nu_is_inf, drawn, argmax)
+
+
+def _flags(model, nu):
+    inf = math.isinf(nu)
+    return model == "spiked", inf, 0.0 if inf else nu
 
 
 class Scores(NamedTuple):
@@ -135,21 +149,19 @@ def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
     law = length_law(L)
     if n < 1:
         raise ValueError(f"number of samples n must be >= 1, got {n}")
-    inf = math.isinf(nu)
-    return _sample_scores(key, model, inf, 0.0 if inf else nu, law, int(n), noise_std)
+    return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
-@partial(jax.jit, static_argnames=("model", "nu_is_inf", "law", "n"))
-def _sample_scores(key, model, nu_is_inf, nu, law, n, noise_std):
+@partial(jax.jit, static_argnames=("n",))
+def _sample_scores(key, is_spiked, nu_is_inf, nu, probs, n, noise_std):
     kl, kc, kz, ke, kn = jax.random.split(key, 5)
-    _, mask = sample_lengths(kl, law, n)
-    chi = jax.random.normal(kc, (n, law.L_max))
-    eps = _location(ke, model, nu_is_inf, nu, chi, mask)
-    onehot = jnp.arange(law.L_max)[None, :] == eps[:, None]
-    if model == "spiked":
-        chi = chi + jnp.sqrt(nu) * onehot
+    _, mask = _lengths_from_probs(kl, probs, n)
+    chi = jax.random.normal(kc, (n, probs.shape[0]))
+    eps = _location(ke, is_spiked, nu_is_inf, nu, chi, mask)
+    onehot = jnp.arange(probs.shape[0])[None, :] == eps[:, None]
+    chi = chi + jnp.where(is_spiked, jnp.sqrt(nu), 0.0) * onehot
     chi = jnp.where(mask, chi, 0.0)
-    zeta = jnp.where(mask, jax.random.normal(kz, (n, law.L_max)), 0.0)
+    zeta = jnp.where(mask, jax.random.normal(kz, (n, probs.shape[0])), 0.0)
     y = jnp.sum(jnp.where(onehot, zeta, 0.0), axis=-1) + noise_std * jax.random.normal(kn, (n,))
     return Scores(chi, zeta, eps, y, mask)
 
@@ -169,21 +181,20 @@ def sample_sequences(key, k_star, v_star, model: str, nu, L, n: int, noise_std=0
     law = length_law(L)
     if n < 1:
         raise ValueError(f"number of samples n must be >= 1, got {n}")
-    inf = math.isinf(nu)
-    return _sample_sequences(key, k_star, v_star, model, inf, 0.0 if inf else nu, law, int(n), noise_std)
+    return _sample_sequences(key, k_star, v_star, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
-@partial(jax.jit, static_argnames=("model", "nu_is_inf", "law", "n"))
-def _sample_sequences(key, k_star, v_star, model, nu_is_inf, nu, law, n, noise_std):
+@partial(jax.jit, static_argnames=("n",))
+def _sample_sequences(key, k_star, v_star, is_spiked, nu_is_inf, nu, probs, n, noise_std):
     D = k_star.shape[-1]
+    L_max = probs.shape[0]
     kl, kx, ke, kn = jax.random.split(key, 4)
-    _, mask = sample_lengths(kl, law, n)
-    X = jax.random.normal(kx, (n, law.L_max, D))
+    _, mask = _lengths_from_probs(kl, probs, n)
+    X = jax.random.normal(kx, (n, L_max, D))
     chi = X @ k_star / math.sqrt(D)
-    eps = _location(ke, model, nu_is_inf, nu, chi, mask)
-    onehot = jnp.arange(law.L_max)[None, :] == eps[:, None]
-    if model == "spiked":
-        X = X + (jnp.sqrt(nu) / math.sqrt(D)) * onehot[..., None] * k_star
+    eps = _location(ke, is_spiked, nu_is_inf, nu, chi, mask)
+    onehot = jnp.arange(L_max)[None, :] == eps[:, None]
+    X = X + (jnp.where(is_spiked, jnp.sqrt(nu), 0.0) / math.sqrt(D)) * onehot[..., None] * k_star
     X = jnp.where(mask[..., None], X, 0.0)
     x_eps = jnp.sum(jnp.where(onehot[..., None], X, 0.0), axis=1)
     y = x_eps @ v_star / math.sqrt(D) + noise_std * jax.random.normal(kn, (n,))

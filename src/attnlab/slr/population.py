@@ -26,6 +26,7 @@ a_1 = b_1 = sqrt(nu), b_0 = E[L], b_2 = E[L] + nu. Max: a_1 = E[mu_L(nu)], b_1 =
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 from typing import NamedTuple
@@ -94,17 +95,17 @@ def bayes_risk_quad(model: str, nu, L, noise_std: float = 0.0) -> float:
     return noise_std**2 + sum(p * per_L[v] for v, p in zip(law.values, law.probs))
 
 
-def _softmax_sq_norm(c, chi, mask):
-    if math.isinf(c):
-        return jnp.ones(chi.shape[:-1])
-    p = jax.nn.softmax(jnp.where(mask, c * chi, -jnp.inf), axis=-1)
-    return jnp.sum(jnp.where(mask, p, 0.0) ** 2, axis=-1)
+@jax.jit
+def _softmax_sq_norm(c, c_is_inf, chi, mask):
+    p = jax.nn.softmax(jnp.where(mask, jnp.where(c_is_inf, 0.0, c) * chi, -jnp.inf), axis=-1)
+    return jnp.where(c_is_inf, 1.0, jnp.sum(jnp.where(mask, p, 0.0) ** 2, axis=-1))
 
 
 def bayes_risk_mc(key, model: str, nu, L, n: int, noise_std: float = 0.0):
     """Monte Carlo Bayes risk ``1 + noise^2 - E|softmax(c_nu chi*)|^2``; returns (mean, standard error)."""
     s = sample_scores(key, model, nu, L, n)
-    vals = 1.0 + noise_std**2 - _softmax_sq_norm(c_nu(model, nu), s.chi, s.mask)
+    c = c_nu(model, nu)
+    vals = 1.0 + noise_std**2 - _softmax_sq_norm(0.0 if math.isinf(c) else c, math.isinf(c), s.chi, s.mask)
     return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
 
 
@@ -163,11 +164,15 @@ def centred_linear_spiked_asymptote(nu, L: int) -> float:
     return (L - 1) / nu
 
 
-@partial(jax.jit, static_argnames=("act",))
 def ab_statistics(act: Activation, scores: Scores, a, m_k, s_k):
     """Per-sample ``sigma(chi)_{eps*}`` and ``|sigma(chi)|^2`` with ``chi = m_k chi* + s_k a`` (both (n,))."""
+    return _ab(dataclasses.replace(act, c=0.0), scores, a, m_k, s_k, act.c)
+
+
+@partial(jax.jit, static_argnames=("act",))
+def _ab(act: Activation, scores: Scores, a, m_k, s_k, c):
     chi = m_k * scores.chi + s_k * a
-    w = act(chi, scores.mask)
+    w = act(chi, scores.mask, c)
     w_eps = jnp.take_along_axis(w, scores.eps[:, None], axis=-1)[:, 0]
     return w_eps, jnp.sum(w * w, axis=-1)
 
@@ -233,10 +238,17 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
         return float(r.x), float(r.fun)
 
     if act.name == "erf" and optimise_c:
-        res = scipy.optimize.minimize_scalar(lambda c: best_kappa(activation("erf", c))[1], bounds=(-3.0, 3.0),
-                                             method="bounded", options={"xatol": 1e-4})
-        act = activation("erf", float(res.x))
-    kappa, _ = best_kappa(act)
+        def neg2(x):
+            return neg(x[0], activation("erf", x[1]))
+
+        starts = [(kap, c0) for kap in (0.5, 1.5) for c0 in (-1.5, -0.5, 0.5)]
+        x0 = min(starts, key=neg2)
+        r = scipy.optimize.minimize(neg2, x0, method="Nelder-Mead", bounds=[(0.0, kappa_max), (-4.0, 4.0)],
+                                    options={"xatol": 1e-5, "fatol": 1e-10, "maxiter": 200})
+        act = activation("erf", float(r.x[1]))
+        kappa = float(r.x[0])
+    else:
+        kappa, _ = best_kappa(act)
     s2, a2 = _frozen(k_eval, model, nu, L, n)
     we, w2 = ab_statistics(act, s2, a2, kappa, 0.0)
     risk, se, m_v = _ratio_risk(we, w2, noise_std)

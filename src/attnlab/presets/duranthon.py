@@ -1,0 +1,338 @@
+"""Presets for Duranthon, Marion, Boyer, Loureiro, Zdeborova, "Statistical advantage of softmax attention: insights
+from single-location regression" (2025, arXiv 2509.21936).
+
+The paper body was not available (spec, first section): the population formulas are the spec's derivation [I],
+verified here against Monte Carlo. All risks are noiseless excess risks ``E[(x_{eps*}.v*/sqrt(D) - f)^2]`` (the null
+predictor scores 1). Optimised risks are Monte Carlo estimates on fresh samples at the key scale chosen on frozen
+samples (:func:`attnlab.slr.population.optimal_key_scale`), with standard errors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import jax
+import numpy as np
+import pydantic
+import xarray as xr
+
+from attnlab.config import ExperimentConfig
+from attnlab.plot import plt
+from attnlab.presets import Check, Preset, register
+from attnlab.slr.activations import ACTIVATIONS, activation
+from attnlab.slr.duranthon_data import LengthLaw, length_law, sample_teacher_sqrtD
+from attnlab.slr.population import (
+    bayes_risk_mc,
+    bayes_risk_quad,
+    linear_risk,
+    mc_risk_in_RD,
+    optimal_key_scale,
+    overlap_risk,
+    vectors_on_manifold,
+)
+
+CITATION = "Duranthon, Marion, Boyer, Loureiro, Zdeborova, arXiv 2509.21936 (2025)"
+PAPER = "duranthon"
+ROUND_OFF = 1e-10  # absolute floor of tolerances: at L = 1 every risk is 0 up to float64 round-off
+ActName = Literal["softmax", "linear", "centred_linear", "erf", "softplus"]
+
+
+def _bayes(key, model, nu, L, n):
+    """Bayes risk and its SE: quadrature when every length is <= 2 (SE 0), Monte Carlo otherwise."""
+    if math.isinf(nu):
+        return 0.0, 0.0
+    if length_law(L).L_max <= 2:
+        return bayes_risk_quad(model, nu, L), 0.0
+    if len(length_law(L).values) > 1:  # shared (k, v), c_nu independent of L: the mean of the per-L risks
+        parts = [_bayes(jax.random.fold_in(key, v), model, nu, v, n) for v in length_law(L).values]
+        p = length_law(L).probs
+        return sum(pi * b for pi, (b, _) in zip(p, parts)), math.sqrt(sum((pi * s) ** 2 for pi, (_, s) in zip(p, parts)))
+    return bayes_risk_mc(key, model, nu, L, n)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# duranthon-population: risk against nu and L for each activation, Bayes and linear closed forms on top
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class PopulationConfig(ExperimentConfig):
+    """Config of ``duranthon-population`` (field names are the ``--set`` keys)."""
+
+    models: tuple[Literal["spiked", "max"], ...] = ("spiked", "max")
+    nus: tuple[float, ...] = pydantic.Field((1.0, 2.0, 5.0, 10.0), min_length=1, description="signal strengths")
+    Ls: tuple[int, ...] = pydantic.Field((2, 3), min_length=1, description="fixed sequence lengths")
+    activations: tuple[ActName, ...] = ("softmax", "linear", "centred_linear", "softplus")
+    n_mc: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples per risk estimate")
+    kappa_max: float = pydantic.Field(40.0, gt=0, description="upper end of the key-scale search")
+    D_check: int = pydantic.Field(40, ge=4, description="dimension of the R^D check of the risk on M")
+    n_check: int = pydantic.Field(4000, ge=100, description="sequences in the R^D check")
+
+    @pydantic.field_validator("nus")
+    @classmethod
+    def _nus(cls, v):
+        if any(not math.isfinite(x) or x <= 0 for x in v):
+            raise ValueError(f"every nu must be finite and > 0, got {v}")
+        return v
+
+    @pydantic.field_validator("Ls")
+    @classmethod
+    def _Ls(cls, v):
+        if any(x < 1 for x in v):
+            raise ValueError(f"every sequence length must be >= 1, got {v}")
+        return v
+
+
+def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
+    shape = (len(cfg.models), len(cfg.Ls), len(cfg.nus))
+    risk = np.zeros(shape + (len(cfg.activations),))
+    risk_se, kappa = np.zeros_like(risk), np.zeros_like(risk)
+    bayes, bayes_se, bayes_mc, bayes_mc_se, lin, lin_se = (np.zeros(shape) for _ in range(6))
+    total, done = int(np.prod(shape)), 0
+    for i, model in enumerate(cfg.models):
+        for j, L in enumerate(cfg.Ls):
+            for m, nu in enumerate(cfg.nus):
+                kk = jax.random.fold_in(key, 1000 * i + 100 * j + m)
+                bayes[i, j, m], bayes_se[i, j, m] = _bayes(jax.random.fold_in(kk, 1), model, nu, L, cfg.n_mc)
+                bayes_mc[i, j, m], bayes_mc_se[i, j, m] = bayes_risk_mc(jax.random.fold_in(kk, 2), model, nu, L,
+                                                                        cfg.n_mc)
+                lin[i, j, m], lin_se[i, j, m], _ = linear_risk(model, nu, L, key=jax.random.fold_in(kk, 3),
+                                                               n=cfg.n_mc)
+                padded = LengthLaw(tuple(range(1, max(cfg.Ls) + 1)),
+                                   tuple(float(v == L) for v in range(1, max(cfg.Ls) + 1)))  # one compiled shape
+                for a, name in enumerate(cfg.activations):
+                    o = optimal_key_scale(jax.random.fold_in(kk, 10 + a), activation(name), model, nu, padded,
+                                          cfg.n_mc, kappa_max=cfg.kappa_max)
+                    risk[i, j, m, a], risk_se[i, j, m, a], kappa[i, j, m, a] = o.risk, o.se, o.kappa
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+    # The risk on M from four overlaps against the predictor on sequences in R^D (first model, last L, first nu).
+    model, L, nu, act = cfg.models[0], cfg.Ls[-1], cfg.nus[0], activation(cfg.activations[0])
+    ov = (1.2, 2.0, 0.8, 1.0)
+    k_star, v_star = sample_teacher_sqrtD(jax.random.fold_in(key, 7), cfg.D_check)
+    th, th_se = overlap_risk(jax.random.fold_in(key, 8), act, model, nu, L, *ov, n=cfg.n_mc)
+    k, v = vectors_on_manifold(jax.random.fold_in(key, 9), k_star, v_star, *ov)
+    sim, sim_se = mc_risk_in_RD(jax.random.fold_in(key, 10), act, k, v, k_star, v_star, model, nu, L, cfg.n_check)
+
+    dims4, dims3 = ("model", "L", "nu", "activation"), ("model", "L", "nu")
+    u = {"units": "1"}
+    data = {
+        "risk": (dims4, risk, {**u, "long_name": "optimised population risk (MC, fresh samples)"}),
+        "risk_se": (dims4, risk_se, u),
+        "kappa": (dims4, kappa, {**u, "long_name": "optimal key scale m_k (s_k = 0)"}),
+        "bayes_risk": (dims3, bayes, {**u, "long_name": "Bayes risk 1 - E|softmax(c_nu chi*)|^2 (quadrature if L<=2)"}),
+        "bayes_risk_se": (dims3, bayes_se, u),
+        "bayes_risk_mc": (dims3, bayes_mc, u),
+        "bayes_risk_mc_se": (dims3, bayes_mc_se, u),
+        "linear_closed_form": (dims3, lin, {**u, "long_name": "optimal linear 1+kappa chi risk, closed form"}),
+        "linear_closed_form_se": (dims3, lin_se, u),
+        "overlap_formula_risk": ((), th, u), "overlap_formula_risk_se": ((), th_se, u),
+        "overlap_rd_risk": ((), sim, {**u, "D": cfg.D_check, "n": cfg.n_check}), "overlap_rd_risk_se": ((), sim_se, u),
+    }
+    attrs = {"paper": CITATION, "risk_definition": "noiseless excess risk E[(x_eps.v*/sqrt(D) - f)^2]",
+             "overlap_check": f"{act.name}, {model}, L={L}, nu={nu}, (m_k,q_k,m_v,q_v)={ov}"}
+    coords = {"model": list(cfg.models), "L": list(cfg.Ls), "nu": list(cfg.nus), "activation": list(cfg.activations)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _tag(model, L, nu):
+    return f"{model}_L{L}_nu{nu:g}"
+
+
+def summarize_population(ds: xr.Dataset, cfg: PopulationConfig):
+    metrics, checks = {}, []
+    acts = list(ds.activation.values)
+    for model in ds.model.values:
+        for L in ds.L.values:
+            for nu in ds.nu.values:
+                p = ds.sel(model=model, L=L, nu=nu)
+                tag = _tag(model, int(L), float(nu))
+                metrics[f"bayes_risk_{tag}"] = float(p.bayes_risk)
+                metrics[f"linear_risk_{tag}"] = float(p.linear_closed_form)
+                for a in acts:
+                    metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
+                if "linear" in acts:
+                    q = p.sel(activation="linear")
+                    checks.append(Check(f"linear closed form vs MC-optimised linear, {tag}", float(p.linear_closed_form),
+                                        float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.linear_closed_form_se)),
+                                        "5 SE"))
+                if "softmax" in acts:
+                    q = p.sel(activation="softmax")
+                    checks.append(Check(f"Bayes risk vs MC-optimised softmax (Prop. 4.2), {tag}", float(p.bayes_risk),
+                                        float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.bayes_risk_se)) + ROUND_OFF,
+                                "5 SE + 1e-10 round-off"))
+                if int(L) <= 2:
+                    checks.append(Check(f"Bayes quadrature vs Monte Carlo, {tag}", float(p.bayes_risk),
+                                        float(p.bayes_risk_mc), 5 * float(p.bayes_risk_mc_se), "5 SE"))
+    checks.append(Check(f"risk on M from 4 overlaps vs predictor in R^D ({ds.attrs['overlap_check']})",
+                        float(ds.overlap_formula_risk), float(ds.overlap_rd_risk),
+                        5 * math.hypot(float(ds.overlap_formula_risk_se), float(ds.overlap_rd_risk_se)), "5 SE"))
+    if "softmax" in acts and "linear" in acts:
+        metrics["min_linear_minus_softmax"] = float((ds.risk.sel(activation="linear")
+                                                     - ds.risk.sel(activation="softmax")).min())
+    return metrics, checks
+
+
+def _act_label(name):
+    return activation(name).label if name != "erf" else "erf 1+erf(c+chi), c optimised"
+
+
+def plot_population(ds: xr.Dataset, cfg: PopulationConfig):
+    models, Ls, nus, acts = list(ds.model.values), list(ds.L.values), ds.nu.values, list(ds.activation.values)
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.4), layout="constrained", squeeze=False)
+    styles = ["-", "--", ":", "-."]
+    for ax, model in zip(axes[0], models):
+        for j, L in enumerate(Ls):
+            p = ds.sel(model=model, L=L)
+            ls = styles[j % 4]
+            for a, name in enumerate(acts):
+                q = p.sel(activation=name)
+                ax.errorbar(nus, q.risk.values, yerr=q.risk_se.values, fmt="o", ms=4, color=f"C{a}", capsize=2,
+                            label=f"{_act_label(name)} (MC)" if j == 0 else None)
+            ax.plot(nus, p.bayes_risk.values, "k" + ls, lw=1.2, label=f"Bayes, L={L}")
+            ax.plot(nus, p.linear_closed_form.values, color="C1", ls=ls, lw=1, label=f"linear closed form, L={L}")
+        ax.set(xlabel="signal strength nu", ylabel="noiseless excess risk", title=f"{model}-SLR, alpha = infinity",
+               xscale="log", yscale="log")
+        ax.legend(fontsize=7)
+    figs = {"risk_vs_nu": fig}
+    fig2, axes2 = plt.subplots(1, len(models), figsize=(6 * len(models), 4.4), layout="constrained", squeeze=False)
+    for ax, model in zip(axes2[0], models):
+        for m, nu in enumerate(nus):
+            p = ds.sel(model=model, nu=nu)
+            for a, name in enumerate(acts):
+                q = p.sel(activation=name)
+                ax.errorbar(Ls, q.risk.values, yerr=q.risk_se.values, fmt="o-", ms=4, color=f"C{a}", lw=0.6,
+                            alpha=0.3 + 0.7 * (m + 1) / len(nus), label=_act_label(name) if m == len(nus) - 1 else None)
+            ax.plot(Ls, p.bayes_risk.values, "k--", lw=0.8, label="Bayes" if m == len(nus) - 1 else None)
+        ax.set(xlabel="sequence length L", ylabel="noiseless excess risk",
+               title=f"{model}-SLR (darker = larger nu in {list(np.round(nus, 2))})")
+        ax.legend(fontsize=7)
+    figs["risk_vs_L"] = fig2
+    return figs
+
+
+register(Preset(
+    name="duranthon-population", paper=PAPER, citation=CITATION, figure="Fig. 1 [I]",
+    description="Population (alpha = inf) risk against nu and L for softmax, linear, centred linear and "
+                "softplus attention on spiked- and max-SLR, with the Bayes risk and the linear closed form on top.",
+    config_cls=PopulationConfig, run=run_population, summarize=summarize_population, plot=plot_population,
+    defaults={}, quick={"nus": (2.0, 5.0), "activations": ("softmax", "linear"), "n_mc": 10_000, "n_check": 2000},
+))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# duranthon-activations: the variable-L activation table (spec 3.6)
+# --------------------------------------------------------------------------------------------------------------------
+
+_SETTINGS = [("spiked", (1,)), ("spiked", (2,)), ("spiked", (3,)), ("spiked", (1, 2, 3)),
+             ("max", (1,)), ("max", (2,)), ("max", (3,)), ("max", (1, 2, 3))]
+
+
+class ActivationsConfig(ExperimentConfig):
+    """Config of ``duranthon-activations``: fixed L in {1, 2, 3} and L ~ U{1, 2, 3} for each model."""
+
+    nu_spiked: float = pydantic.Field(5.0, gt=0, allow_inf_nan=False, description="nu of spiked-SLR")
+    nu_max: float = pydantic.Field(math.inf, gt=0, description="nu of max-SLR (inf allowed)")
+    activations: tuple[ActName, ...] = ACTIVATIONS
+    n_mc: int = pydantic.Field(100_000, ge=1000, description="Monte Carlo samples per risk estimate")
+    kappa_max: float = pydantic.Field(1000.0, gt=0, description="upper end of the key-scale search")
+
+
+def _setting_name(model, Ls):
+    return f"{model} L={Ls[0]}" if len(Ls) == 1 else f"{model} L~U{{{','.join(map(str, Ls))}}}"
+
+
+def run_activations(cfg: ActivationsConfig, key, progress=None) -> xr.Dataset:
+    n_s, n_a = len(_SETTINGS), len(cfg.activations)
+    risk, se, kappa, cshift = (np.zeros((n_s, n_a)) for _ in range(4))
+    bayes, bayes_se, lin, lin_se = (np.zeros(n_s) for _ in range(4))
+    for s, (model, Ls) in enumerate(_SETTINGS):
+        nu = cfg.nu_spiked if model == "spiked" else cfg.nu_max
+        L = Ls[0] if len(Ls) == 1 else Ls
+        kk = jax.random.fold_in(key, s)
+        bayes[s], bayes_se[s] = _bayes(jax.random.fold_in(kk, 1), model, nu, L, cfg.n_mc)
+        lin[s], lin_se[s], _ = linear_risk(model, nu, L, key=jax.random.fold_in(kk, 2), n=cfg.n_mc)
+        # zero-probability lengths pad every setting to L_max = 3: one compiled sampler and weight map for all
+        padded = LengthLaw((1, 2, 3), tuple(float(v in Ls) / len(Ls) for v in (1, 2, 3)))
+        for a, name in enumerate(cfg.activations):
+            o = optimal_key_scale(jax.random.fold_in(kk, 10 + a), activation(name), model, nu, padded, cfg.n_mc,
+                                  kappa_max=cfg.kappa_max)
+            risk[s, a], se[s, a], kappa[s, a], cshift[s, a] = o.risk, o.se, o.kappa, o.c
+        if progress is not None:
+            progress(s + 1, n_s)
+    d2 = ("setting", "activation")
+    u = {"units": "1"}
+    data = {"risk": (d2, risk, {**u, "long_name": "optimised population risk (MC, fresh samples)"}),
+            "risk_se": (d2, se, u), "kappa": (d2, kappa, u), "erf_c": (d2, cshift, u),
+            "bayes_risk": (("setting",), bayes, u), "bayes_risk_se": (("setting",), bayes_se, u),
+            "linear_closed_form": (("setting",), lin, u), "linear_closed_form_se": (("setting",), lin_se, u)}
+    coords = {"setting": [_setting_name(m, Ls) for m, Ls in _SETTINGS], "activation": list(cfg.activations),
+              "model": ("setting", [m for m, _ in _SETTINGS]),
+              "variable_L": ("setting", [len(Ls) > 1 for _, Ls in _SETTINGS]),
+              "nu": ("setting", [cfg.nu_spiked if m == "spiked" else cfg.nu_max for m, _ in _SETTINGS])}
+    return xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "kappa_max": cfg.kappa_max,
+                                                  "risk_definition": "noiseless excess risk"})
+
+
+def _penalty(ds, model, act):
+    """Variable-L risk minus the mean of the fixed-L optima (L = 1, 2, 3), with its SE."""
+    sub = ds.sel(activation=act).where(ds.model == model, drop=True)
+    var = sub.where(sub.variable_L, drop=True)
+    fixed = sub.where(~sub.variable_L, drop=True)
+    value = float(var.risk.values[0]) - float(fixed.risk.mean())
+    err = math.sqrt(float(var.risk_se.values[0]) ** 2 + float((fixed.risk_se**2).sum()) / fixed.sizes["setting"] ** 2)
+    return value, err
+
+
+def summarize_activations(ds: xr.Dataset, cfg: ActivationsConfig):
+    metrics, checks = {}, []
+    for s in ds.setting.values:
+        p = ds.sel(setting=s)
+        tag = s.replace(" ", "_").replace("~", "").replace("{", "").replace("}", "").replace(",", "").replace("=", "")
+        metrics[f"bayes_risk_{tag}"] = float(p.bayes_risk)
+        metrics[f"linear_risk_{tag}"] = float(p.linear_closed_form)
+        for a in ds.activation.values:
+            metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
+        if "linear" in ds.activation.values:
+            q = p.sel(activation="linear")
+            checks.append(Check(f"linear closed form vs MC-optimised linear, {s}", float(p.linear_closed_form),
+                                float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.linear_closed_form_se)) + ROUND_OFF,
+                                "5 SE + 1e-10 round-off"))
+        if "softmax" in ds.activation.values and math.isfinite(float(p.nu)):
+            q = p.sel(activation="softmax")
+            checks.append(Check(f"Bayes risk vs MC-optimised softmax (shared k, v), {s}", float(p.bayes_risk),
+                                float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.bayes_risk_se)) + ROUND_OFF,
+                                "5 SE + 1e-10 round-off"))
+    for model in ("spiked", "max"):
+        for a in ds.activation.values:
+            metrics[f"variable_L_penalty_{model}_{a}"], metrics[f"variable_L_penalty_{model}_{a}_se"] = \
+                _penalty(ds, model, a)
+    return metrics, checks
+
+
+def plot_activations(ds: xr.Dataset, cfg: ActivationsConfig):
+    settings, acts = list(ds.setting.values), list(ds.activation.values)
+    fig, ax = plt.subplots(figsize=(12, 4.6), layout="constrained")
+    width = 0.8 / (len(acts) + 1)
+    x = np.arange(len(settings))
+    ax.bar(x - 0.4 + width / 2, ds.bayes_risk.values, width, yerr=ds.bayes_risk_se.values, color="k", label="Bayes")
+    for a, name in enumerate(acts):
+        q = ds.sel(activation=name)
+        ax.bar(x - 0.4 + (a + 1.5) * width, q.risk.values, width, yerr=5 * q.risk_se.values, color=f"C{a}",
+               label=_act_label(name))
+    ax.set_xticks(x, [f"{s}\nnu={float(n):g}" for s, n in zip(settings, ds.nu.values)], fontsize=8)
+    ax.set(ylabel="optimised noiseless excess risk (error bars 5 SE)",
+           title="activations at alpha = infinity: fixed L vs L ~ U{1,2,3} (shared k, v)")
+    ax.legend(fontsize=7, ncol=2)
+    return {"activation_table": fig}
+
+
+register(Preset(
+    name="duranthon-activations", paper=PAPER, citation=CITATION, figure="Fig. 2 / Cor. 4.4 [I] (spec 3.6 table)",
+    description="Optimised population risk of softmax, linear, centred linear, erf (c optimised) and "
+                "softplus-normalised attention for fixed L and L ~ U{1,2,3}: the variable-L penalty of "
+                "unnormalised activations.",
+    config_cls=ActivationsConfig, run=run_activations, summarize=summarize_activations, plot=plot_activations,
+    defaults={}, quick={"n_mc": 5000},
+))
