@@ -64,8 +64,11 @@ class Activation:
         if self.name == "erf":
             return jnp.where(mask, 1.0 + jax.scipy.special.erf(c + chi), 0.0)
         if self.name == "softplus":
-            s = jnp.where(mask, jax.nn.softplus(chi), 0.0)
-            return s / jnp.sum(s, axis=-1, keepdims=True)
+            # normalised in log space: log softplus(x) = x + log1p(-x e^x / 2 + ...) ~ x for x << 0, so that far
+            # negative scores (large key scales) do not underflow to 0/0
+            safe = jnp.where(chi < -30.0, -30.0, chi)
+            log_sp = jnp.where(chi < -30.0, chi, jnp.log(jax.nn.softplus(safe)))
+            return jnp.where(mask, jax.nn.softmax(jnp.where(mask, log_sp, -jnp.inf), axis=-1), 0.0)
         g = jnp.where(mask, self.fn(chi), 0.0)
         return g / jnp.sum(g, axis=-1, keepdims=True) if self.normalised else g
 

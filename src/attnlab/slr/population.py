@@ -226,7 +226,8 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
 
     def neg(kappa, act_):
         we, w2 = ab_statistics(act_, s, a, kappa, 0.0)
-        return -float(jnp.mean(we)) ** 2 / float(jnp.mean(w2))
+        val = -float(jnp.mean(we)) ** 2 / float(jnp.mean(w2))
+        return val if math.isfinite(val) else math.inf
 
     def best_kappa(act_):
         grid = np.linspace(0.0, kappa_max, 31)

@@ -1,0 +1,64 @@
+"""Duranthon presets: quick runs pass their checks, the activation table of spec 3.6, bad configs rejected.
+
+The spec 3.6 values are the spec authors' Monte Carlo (+-0.002) under this spec's reading of erf (c optimised) and
+softplus (no shift); tolerance 0.002 + 5 SE of our estimate. Softplus and softmax at nu = inf have their optimum at
+kappa -> inf; the search stops at kappa_max = 1000, where softplus is within 1e-3 of its ReLU-normalised limit.
+"""
+
+import math
+
+import jax
+import pytest
+
+from attnlab.config import resolve_config
+from attnlab.errors import AttnlabError
+from attnlab.presets import all_presets
+
+SPEC_TABLE = {  # setting -> {activation: value}
+    "spiked L=2": {"linear": 0.2222, "erf": 0.189, "softplus": 0.112},
+    "max L=2": {"linear": 0.3408, "erf": 0.333, "softplus": 0.049},
+    "max L=3": {"linear": 0.4279, "erf": 0.400, "softplus": 0.112},
+    "max L~U{1,2,3}": {"linear": 0.389, "erf": 0.383, "softplus": 0.054},
+    "spiked L~U{1,2,3}": {"softmax": 0.0766, "linear": 0.223, "erf": 0.189, "softplus": 0.103},
+}
+
+
+def _run(name, quick=True, **overrides):
+    p = all_presets()[name]
+    cfg = resolve_config(p.config_cls, p.quick if quick else p.defaults, overrides)
+    ds = p.run(cfg, jax.random.key(0))
+    return ds, p.summarize(ds, cfg), p.plot(ds, cfg)
+
+
+def test_population_quick_passes_its_checks():
+    ds, (metrics, checks), figs = _run("duranthon-population")
+    assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert metrics["min_linear_minus_softmax"] > 0
+    assert set(figs) == {"risk_vs_nu", "risk_vs_L"}
+
+
+def test_activation_table_matches_spec_3_6():
+    ds, (metrics, checks), _ = _run("duranthon-activations", n_mc=20_000)
+    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+    for setting, row in SPEC_TABLE.items():
+        for act, value in row.items():
+            q = ds.sel(setting=setting, activation=act)
+            assert abs(float(q.risk) - value) <= 0.002 + 5 * float(q.risk_se), (setting, act, float(q.risk))
+    # Cor. 4.4 [3P]: unnormalised activations pay for variable L, normalised ones do not (5 SE)
+    for model in ("spiked", "max"):
+        for act in ("linear", "erf"):
+            assert metrics[f"variable_L_penalty_{model}_{act}"] > 5 * metrics[f"variable_L_penalty_{model}_{act}_se"]
+        for act in ("softmax", "softplus"):
+            assert abs(metrics[f"variable_L_penalty_{model}_{act}"]) < 5 * metrics[
+                f"variable_L_penalty_{model}_{act}_se"] + 1e-3
+
+
+@pytest.mark.parametrize("name,bad", [("duranthon-population", {"nus": [-1.0]}),
+                                      ("duranthon-population", {"Ls": [0]}),
+                                      ("duranthon-population", {"nus": [math.inf]}),
+                                      ("duranthon-activations", {"nu_spiked": -2.0}),
+                                      ("duranthon-activations", {"activations": ["tanh"]})])
+def test_bad_config_is_rejected(name, bad):
+    p = all_presets()[name]
+    with pytest.raises(AttnlabError):
+        resolve_config(p.config_cls, p.quick, bad)
