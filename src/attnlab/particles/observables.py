@@ -66,14 +66,16 @@ def observe_fn(B, beta, emax=None, energy_dtype=None):
     return lambda x: batch(x) if x.ndim == 3 else single(x)
 
 
-def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float = 0.01, min_core: float = 0.01):
+def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float = 0.01, min_core: float = 0.01,
+             refine: int = 3):
     """Cluster count, centres (k, d) and masses (k,) by connected components at angle c beta^{-1/2}.
 
     Components are found on every ``ceil(N / sample)``-th token, among the core tokens (at least a fraction
     ``min_core`` of the subsample, and 3, within the threshold angle: DBSCAN-style); all tokens are then
-    assigned to the nearest centre (largest inner product) and centres recomputed as normalised means. Components with
-    mass < ``min_mass`` are
-    dropped. Returns (count, centres, masses) sorted by azimuth angle of the centre.
+    assigned to the nearest centre (largest inner product) and centres recomputed as normalised means, then
+    refined by ``refine`` mean-shift steps (mean of the tokens within the threshold angle: the mode, robust to
+    stragglers). Components with mass < ``min_mass`` are dropped. Returns (count, centres, masses) sorted by
+    azimuth angle of the centre.
     """
     x = np.asarray(x, float)
     if x.ndim != 2 or x.shape[0] < 1:
@@ -92,6 +94,11 @@ def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float
     keep = masses >= min_mass
     cent = np.stack([x[assign == k].sum(0) for k in np.flatnonzero(keep)]) if keep.any() else cent[:0]
     cent = cent / np.linalg.norm(cent, axis=1, keepdims=True) if len(cent) else cent
+    for _ in range(refine):  # mean shift: the centre is the mean of the tokens within the threshold angle (the mode)
+        near = (x @ cent.T) > np.cos(c / np.sqrt(beta))
+        sums = near.T.astype(float) @ x
+        ok = near.any(axis=0)
+        cent[ok] = sums[ok] / np.linalg.norm(sums[ok], axis=1, keepdims=True)
     masses = masses[keep]
     order = np.argsort(np.mod(np.arctan2(cent[:, 1], cent[:, 0]), 2 * np.pi)) if len(cent) else np.arange(0)
     return int(keep.sum()), cent[order], masses[order]
