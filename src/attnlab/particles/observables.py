@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import connected_components
 from attnlab.particles.attention import log_normalizer
 
 __all__ = ["log_energy", "order_parameter", "moments", "observe_fn", "clusters", "angle_histogram", "angles",
-           "merge_times"]
+           "merge_times", "track_modes"]
 
 
 def log_energy(x, B, beta, *, dtype=None):
@@ -124,3 +124,23 @@ def merge_times(times, counts):
         if counts[k] < counts[k - 1]:
             out.append((float(times[k]), int(counts[k - 1]), int(counts[k])))
     return out
+
+
+def track_modes(snapshots, centres0, beta: float, c: float = 1.0, iters: int = 10):
+    """Follow K cluster modes through snapshots (T, N, d) by mean shift with a flat kernel of angle c beta^{-1/2},
+    each snapshot seeded with the previous modes (the first with ``centres0``, (K, d)). Returns (T, K, d).
+
+    Two tracked modes that fall on the same cluster coincide from then on: their angle gives the merge time."""
+    cent = np.asarray(centres0, float).copy()
+    cent /= np.linalg.norm(cent, axis=1, keepdims=True)
+    cos_c = np.cos(c / np.sqrt(beta))
+    out = []
+    for x in snapshots:
+        x = np.asarray(x, float)
+        for _ in range(iters):
+            near = (x @ cent.T) > cos_c
+            sums = near.T.astype(float) @ x
+            ok = near.any(axis=0)
+            cent[ok] = sums[ok] / np.linalg.norm(sums[ok], axis=1, keepdims=True)
+        out.append(cent.copy())
+    return np.stack(out)
