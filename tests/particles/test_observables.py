@@ -42,3 +42,16 @@ def test_clusters_and_histogram(key):
     assert float(m["emax_mass"]) == pytest.approx(float(jnp.mean(pts[:, 0] ** 2 + pts[:, 1] ** 2)))
     with pytest.raises(ValueError):
         clusters(np.zeros(3), beta)
+
+
+def test_track_modes(key):
+    """Mean-shift modes seeded at two centres 1 rad apart stay apart on two tight clusters and coincide on one."""
+    beta = 10.0
+    a, b = np.array([1.0, 0, 0]), np.array([np.cos(1.0), np.sin(1.0), 0])
+    two = np.asarray(init.heat_kernel_mixture_s2(key, 1000, [a, b], None, 0.002))
+    one = np.asarray(init.heat_kernel_mixture_s2(key, 1000, [(a + b) / 2], None, 0.002))
+    from attnlab.particles.observables import track_modes
+
+    modes = track_modes([two, one], np.stack([a, b]), beta)
+    assert np.arccos(np.clip(modes[0, 0] @ modes[0, 1], -1, 1)) == pytest.approx(1.0, abs=0.02)
+    assert np.arccos(np.clip(modes[1, 0] @ modes[1, 1], -1, 1)) < 1e-6
