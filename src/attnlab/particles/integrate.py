@@ -101,23 +101,14 @@ def step(x, model: Model, dt, scheme: Scheme = "euler"):
     raise ValueError(f"unknown scheme {scheme!r} (choose from {sorted(ORDER)})")
 
 
-def _hashable(model: Model) -> Model:
-    # jit needs a hashable static model: matrices go in as nested tuples of floats.
-    return model._replace(Q=_tup(model.Q), K=_tup(model.K), V=_tup(model.V))
+@partial(jax.jit, static_argnames=("static", "scheme"))
+def _advance(x, n, dt, Q, K, V, static: Model, scheme: str):
+    """n steps; Q, K, V are traced (one compilation serves every matrix), the rest of the model is static."""
+    m = static._replace(Q=Q, K=K, V=V)
 
+    def step_fn(_, y):
+        return step(y, m, dt, scheme)
 
-def _tup(M):
-    return tuple(tuple(float(v) for v in row) for row in np.asarray(M))
-
-
-def _arrays(model: Model) -> Model:
-    return model._replace(Q=jnp.asarray(model.Q), K=jnp.asarray(model.K), V=jnp.asarray(model.V))
-
-
-@partial(jax.jit, static_argnames=("model", "scheme"))
-def _advance_static(x, n, dt, model: Model, scheme: str):
-    m = _arrays(model)
-    step_fn = (lambda _, y: step(y, m, dt, scheme))
     if x.ndim == 3:
         return jax.vmap(lambda y: jax.lax.fori_loop(0, n, step_fn, y))(x)
     return jax.lax.fori_loop(0, n, step_fn, x)
@@ -144,14 +135,15 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
     if x.shape[-2] < 1:
         raise ValueError(f"need at least one token (got N = {x.shape[-2]})")
     check_qkv(x.shape[-1], model.Q, model.K, model.V)
-    static = _hashable(model)
+    static = model._replace(Q=None, K=None, V=None)
+    mats = [jnp.asarray(M, dtype=x.dtype) for M in (model.Q, model.K, model.V)]
     snaps, obs, steps = [x], [observe(x) if observe else None], [0]
     t_prev = 0.0
     for k, (t, h) in enumerate(zip(times, dts)):
         span = t - t_prev
         n = int(np.ceil(span / h - 1e-9))
         h_eff = span / n  # equal steps that land exactly on t (h_eff <= h)
-        x = _advance_static(x, n, h_eff, static, scheme)
+        x = _advance(x, n, h_eff, *mats, static, scheme)
         snaps.append(x)
         obs.append(observe(x) if observe else None)
         steps.append(steps[-1] + n)
