@@ -149,7 +149,7 @@ def summarize_population(ds: xr.Dataset, cfg: PopulationConfig):
                 p = ds.sel(model=model, L=L, nu=nu)
                 tag = _tag(model, int(L), float(nu))
                 metrics[f"bayes_risk_{tag}"] = float(p.bayes_risk)
-                metrics[f"linear_risk_{tag}"] = float(p.linear_closed_form)
+                metrics[f"linear_closed_form_risk_{tag}"] = float(p.linear_closed_form)
                 for a in acts:
                     metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
                 if "linear" in acts:
@@ -291,7 +291,7 @@ def summarize_activations(ds: xr.Dataset, cfg: ActivationsConfig):
         p = ds.sel(setting=s)
         tag = s.replace(" ", "_").replace("~", "").replace("{", "").replace("}", "").replace(",", "").replace("=", "")
         metrics[f"bayes_risk_{tag}"] = float(p.bayes_risk)
-        metrics[f"linear_risk_{tag}"] = float(p.linear_closed_form)
+        metrics[f"linear_closed_form_risk_{tag}"] = float(p.linear_closed_form)
         for a in ds.activation.values:
             metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
         if "linear" in ds.activation.values:
