@@ -35,7 +35,7 @@ def _run(name, **overrides):
 
 
 def test_rgd_quick():
-    ds, metrics, checks = _run("dohmatob-rgd", n_steps=100, n_test=1000, n_test_rd=200)
+    ds, metrics, checks = _run("dohmatob-rgd", n_steps=100, n_test=1000, n_test_rd=200, n_train=100)
     assert {"final_test_excess_risk_median_linear_mu0", "final_mu_median_linear_random", "final_nu_median_linear_mu0",
             "mean_field_vs_mc_max_gap_p_above_0_99"} <= set(metrics)
     assert len(checks) == 3
@@ -45,5 +45,5 @@ def test_rgd_quick():
 def test_flow_and_phase_diagram_quick():
     _, metrics, _ = _run("dohmatob-flow", n_grid=2, n_times=5, n_mc=2000)
     assert metrics["prop10_agreement_linear"] == 4
-    _, metrics, _ = _run("dohmatob-phase-diagram", n_gamma=6, n_alpha=6, n_mc=1000)
+    _, metrics, _ = _run("dohmatob-phase-diagram", n_gamma=6, n_alpha=6, n_mc=1000, gammas_mc=[0.3], L_mc=[21])
     assert 0 < metrics["learnable_fraction_of_grid"] < 1
