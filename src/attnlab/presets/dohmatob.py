@@ -625,4 +625,4 @@ register(Preset(
     name="dohmatob-phase-diagram", paper="dohmatob", citation=CITATION, figure="Prop. 2 / Condition 2 (no figure)",
     description="Learnability in (gamma, alpha): sqrt(1 - gamma^2) > psi, mean-field oracle risk, Monte Carlo points.",
     config_cls=PhaseConfig, run=run_phase, summarize=summarize_phase, plot=plot_phase,
-    defaults={}, quick={"n_gamma": 30, "n_alpha": 30, "gammas_mc": (0.3, 0.97), "L_mc": (3, 101), "n_mc": 2000}))
+    defaults={}, quick={"n_gamma": 30, "n_alpha": 30, "gammas_mc": (0.3, 0.97), "L_mc": (101,), "n_mc": 2000}))
