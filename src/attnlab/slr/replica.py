@@ -10,10 +10,10 @@ iteration map is deterministic)::
     V_a = 1/(lambda_a + V_hat_a),   m_a = m_hat_a V_a,   q_a = (m_hat_a^2 + q_hat_a) V_a^2
 
 The proximal problem is solved by a fixed number of modified-Newton steps (Hessian eigenvalues floored at
-``1/(2 V_k)``) started at omega^k, and the same-token Jacobian d f / d omega (the V_hat integrand) is obtained by
-forward-mode differentiation through those steps (implicit differentiation in the limit; no division by s_a, unlike
-the Stein form). The test error at the fixed point is the spec 3.2 formula evaluated by
-:func:`attnlab.slr.population.overlap_risk` on fresh samples.
+``1/(2 V_k)``) started at omega^k, and the same-token Jacobian d f / d omega (the V_hat integrand) by the implicit
+function theorem at the proximal point (default) or by forward-mode differentiation through the Newton steps
+("unrolled"); neither divides by s_a, unlike the Stein form. The test error at the fixed point is the spec 3.2
+formula evaluated by :func:`attnlab.slr.population.overlap_risk` on fresh samples.
 
 Status of the reconstruction. Tested: L = 1 reproduces the classical ridge equations (5 SE over frozen-sample
 seeds). Measured once (not a test: too slow for the suite), spec's acceptance point, softmax, spiked-SLR nu = 5, L = 2,
@@ -107,19 +107,48 @@ def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton):
     return f_k, f_v, r
 
 
-@partial(jax.jit, static_argnames=("act", "n_newton"))
-def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30):
+@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian"))
+def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jacobian: str = "implicit"):
     m_k, q_k, V_k, m_v, q_v, V_v = order
     s_k = jnp.sqrt(jnp.maximum(q_k - m_k**2, 0.0))
     s_v = jnp.sqrt(jnp.maximum(q_v - m_v**2, 0.0))
     om_k = m_k * samples.chi + s_k * samples.xi_k
     om_v = jnp.where(samples.mask, m_v * samples.zeta + s_v * samples.xi_v, 0.0)
 
-    def one(ok, ov, y, mask):
+    def unrolled(ok, ov, y, mask):
         fk, fv, r = _channel_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton)
         dfk = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, o, ov, y, mask, V_k, V_v, c, n_newton)[0])(ok))
         dfv = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, ok, o, y, mask, V_k, V_v, c, n_newton)[1])(ov))
         return fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0))
+
+    def implicit(ok, ov, y, mask):
+        """Implicit function theorem at chi_hat: d chi_hat/d omega = -H^{-1} d(grad J)/d omega."""
+        chi = jax.lax.stop_gradient(_prox_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton))
+        mm = mask[:, None] & mask[None, :]
+
+        def grad_J(x, o_k, o_v):
+            def J(x):
+                w = act(x, mask, c)
+                res = y - w @ o_v
+                return (jnp.sum(jnp.where(mask, (x - o_k) ** 2, 0.0)) / (2 * V_k)
+                        + res**2 / (2 * (1 + V_v * (w @ w))))
+            return jnp.where(mask, jax.grad(J)(x), 0.0)
+
+        def f_v(x, o_v):
+            w = act(x, mask, c)
+            return w * (y - w @ o_v) / (1 + V_v * (w @ w))
+
+        H = jnp.where(mm, jax.jacfwd(grad_J, 0)(chi, ok, ov), jnp.eye(chi.shape[0]))
+        dchi_k = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 1)(chi, ok, ov), 0.0))
+        dchi_v = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 2)(chi, ok, ov), 0.0))
+        dfk = (jnp.diag(dchi_k) - 1.0) / V_k
+        dfv = jnp.diag(jax.jacfwd(f_v, 0)(chi, ov) @ dchi_v + jax.jacfwd(f_v, 1)(chi, ov))
+        w = act(chi, mask, c)
+        r = (y - w @ ov) / (1 + V_v * (w @ w))
+        fk = jnp.where(mask, (chi - ok) / V_k, 0.0)
+        return fk, w * r, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0))
+
+    one = implicit if jacobian == "implicit" else unrolled
 
     fk, fv, r, dk, dv = jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
     Vh_k, Vh_v = -alpha * jnp.mean(dk), -alpha * jnp.mean(dv)
@@ -130,10 +159,15 @@ def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30):
     return jnp.stack([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v]), 0.5 * jnp.mean(r**2)
 
 
-def replica_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30):
-    """One application of the fixed-point map: order -> (new order, training loss per sample E[r^2/2])."""
+def replica_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
+                jacobian: str = "implicit"):
+    """One application of the fixed-point map: order -> (new order, training loss per sample E[r^2/2]).
+    ``jacobian``: "implicit" (implicit function theorem at the proximal point) or "unrolled" (forward-mode through
+    the Newton steps); they agree when the Newton steps have converged."""
+    if jacobian not in ("implicit", "unrolled"):
+        raise ValueError(f"jacobian must be 'implicit' or 'unrolled', got {jacobian!r}")
     hats, train = _hats(dataclasses.replace(act, c=0.0), jnp.asarray(order, dtype=jnp.float64), alpha, samples,
-                        act.c, n_newton)
+                        act.c, n_newton, jacobian)
     mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = (float(x) for x in hats)
     V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
     new = (mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v)
