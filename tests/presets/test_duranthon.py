@@ -62,3 +62,22 @@ def test_bad_config_is_rejected(name, bad):
     p = all_presets()[name]
     with pytest.raises(AttnlabError):
         resolve_config(p.config_cls, p.quick, bad)
+
+
+def test_sample_complexity_quick_passes_and_every_fixed_point_converges():
+    ds, (metrics, checks), figs = _run("duranthon-sample-complexity")
+    assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert metrics["fixed_points_converged_fraction"] == 1.0
+    assert float(ds.replica_residual.max()) < 1e-8
+    # more data helps, and the ERM error stays above the population Bayes floor (5 SE of that floor)
+    sim = ds.sim_test_error.sel(activation="softmax").mean("seed").values
+    assert sim[-1] < sim[0] and sim.min() > metrics["bayes_risk"] - 5 * float(ds.bayes_population_se)
+    assert "sample_complexity" in figs
+
+
+@pytest.mark.parametrize("bad", [{"alphas": [0.0]}, {"lam": -1.0}, {"nu": -1.0}, {"L": 0},
+                                 {"model": "spiked", "nu": math.inf}])
+def test_sample_complexity_bad_config_is_rejected(bad):
+    p = all_presets()["duranthon-sample-complexity"]
+    with pytest.raises(AttnlabError):
+        resolve_config(p.config_cls, p.quick, bad)

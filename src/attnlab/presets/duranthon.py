@@ -336,3 +336,106 @@ register(Preset(
     config_cls=ActivationsConfig, run=run_activations, summarize=summarize_activations, plot=plot_activations,
     defaults={}, quick={"n_mc": 5000},
 ))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# duranthon-sample-complexity: test error against alpha, replica lines and ERM markers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class SampleComplexityConfig(ExperimentConfig):
+    """Config of ``duranthon-sample-complexity`` (one model, nu, L and lambda per run)."""
+
+    model: Literal["spiked", "max"] = "spiked"
+    nu: float = pydantic.Field(5.0, gt=0, description="signal strength (inf allowed for max-SLR)")
+    L: int = pydantic.Field(2, ge=1, description="sequence length")
+    alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
+    lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v")
+    activations: tuple[Literal["softmax", "linear"], ...] = ("softmax", "linear")
+    n_replica: int = pydantic.Field(1500, ge=50, description="frozen samples per replica set")
+    n_sets: int = pydantic.Field(2, ge=2, description="independent frozen sets (their spread gives the SE)")
+    sqrt_ND: float = pydantic.Field(500.0, gt=0, description="simulation size: D = sqrt_ND/sqrt(alpha)")
+    n_seeds: int = pydantic.Field(3, ge=2, description="ERM repeats per alpha")
+    n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
+    n_risk: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples of the test-error formula")
+    informed_scale: float = pydantic.Field(5.0, gt=0, description="key scale of the informed start if nu = inf")
+
+    @pydantic.field_validator("alphas")
+    @classmethod
+    def _alphas(cls, v):
+        if any(not math.isfinite(a) or a <= 0 for a in v):
+            raise ValueError(f"every alpha must be finite and > 0, got {v}")
+        return v
+
+    @pydantic.model_validator(mode="after")
+    def _nu(self):
+        if math.isinf(self.nu) and self.model == "spiked":
+            raise ValueError("nu = inf is defined for max-SLR only")
+        return self
+
+
+def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr.Dataset:
+    from attnlab.slr.sample_complexity import theory_vs_simulation
+
+    scale = cfg.informed_scale if math.isinf(cfg.nu) else None
+    return theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lam, cfg.lam, cfg.activations,
+                                cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
+                                informed_scale=scale, progress=progress)
+
+
+def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
+    metrics = {"bayes_risk": float(ds.bayes_population),
+               "fixed_points_converged_fraction": float(ds.replica_converged.mean())}
+    checks, gaps = [], []
+    for a in ds.activation.values:
+        for al in ds.alpha.values:
+            p = ds.sel(activation=a, alpha=al)
+            sim = p.sim_test_error.values
+            sim_mean, sim_se = float(sim.mean()), float(sim.std(ddof=1) / math.sqrt(sim.size))
+            metrics[f"{a}_sim_test_error_alpha{al:g}"] = sim_mean
+            metrics[f"{a}_replica_test_error_alpha{al:g}"] = float(p.replica_test_error)
+            if bool(p.replica_converged.all()) and math.isfinite(float(p.replica_test_error)):
+                gaps.append(abs(float(p.replica_test_error) - sim_mean))
+                checks.append(Check(f"replica vs ERM test error, {a}, alpha={al:g} (D={int(ds.D.sel(alpha=al))})",
+                                    float(p.replica_test_error), sim_mean,
+                                    5 * math.hypot(sim_se, float(p.replica_test_error_se)),
+                                    f"5 SE ({sim.size} ERM seeds, {ds.sizes['set']} frozen sets)"))
+    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    return metrics, checks
+
+
+def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
+    alphas = ds.alpha.values
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
+    ax = axes[0]
+    for a, name in enumerate(ds.activation.values):
+        p = ds.sel(activation=name)
+        ax.plot(alphas, p.replica_test_error.values, "-", color=f"C{a}", label=f"{name}: replica (RS, spec 4.2)")
+        sim = p.sim_test_error.values
+        ax.errorbar(alphas, sim.mean(1), yerr=sim.std(1, ddof=1) / np.sqrt(sim.shape[1]), fmt="o", color=f"C{a}",
+                    capsize=3, label=f"{name}: L-BFGS ERM (mean +- SE)")
+    ax.axhline(float(ds.bayes_population), color="k", ls="--", lw=1, label="Bayes risk, alpha = inf")
+    ax.set(xlabel="alpha = N/D", ylabel="test error E(y - f)^2", xscale="log",
+           title=f"{ds.attrs['model']}-SLR, nu={ds.attrs['nu']:g}, L={ds.attrs['L']}, lambda={ds.attrs['lambda_k']:g}")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for a, name in enumerate(ds.activation.values):
+        p = ds.sel(activation=name)
+        for o, mk in (("m_k", "o"), ("m_v", "s")):
+            ax.plot(alphas, p.replica_order.sel(order=o).mean("set").values, "-", color=f"C{a}")
+            ax.plot(alphas, p.sim_overlaps.sel(overlap=o).mean("seed").values, mk, color=f"C{a}",
+                    label=f"{name} {o}")
+    ax.set(xlabel="alpha", ylabel="overlap", xscale="log", title="overlaps: replica (lines) vs ERM (markers)")
+    ax.legend(fontsize=7)
+    return {"sample_complexity": fig}
+
+
+register(Preset(
+    name="duranthon-sample-complexity", paper=PAPER, citation=CITATION, figure="Fig. 3 [I] (at fixed lambda)",
+    description="Test error against alpha for softmax and linear attention: replica fixed point (reconstructed spec "
+                "4.2, frozen samples) against L-BFGS ERM at the sqrt(ND) size rule, Bayes floor at alpha = inf.",
+    config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
+    plot=plot_sample_complexity, defaults={},
+    quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 400, "sqrt_ND": 200.0, "n_seeds": 3,
+           "n_test": 2000, "n_risk": 10_000},
+))
