@@ -1,5 +1,5 @@
-r"""Theory against simulation along alpha (Duranthon et al., spec 4-5): the driver behind a future
-``duranthon-sample-complexity`` preset (not registered yet: its quick size does not fit the CLI's time budget).
+r"""Theory against simulation along alpha (Duranthon et al., spec 4-5): the driver behind the
+``duranthon-sample-complexity`` preset. Fixed lambda (no grid search yet) and informed starts only.
 
 For each activation and each alpha:
 
