@@ -112,6 +112,11 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         figures = []
         for name, fig in preset.plot(ds, config).items():
             figures += save_figure(fig, tmp, f"{preset.name}-{name}")
+        if preset.animate is not None:
+            gif = f"{preset.name}-evolution.gif"
+            preset.animate(ds, tmp / gif)
+            if (tmp / gif).is_file():
+                figures.append(gif)
         record = {"preset": preset.name, "paper": preset.paper, "figure": preset.figure, "quick": quick,
                   "seed": seed, "config_hash": digest, "config": config.model_dump(mode="json"), **provenance()}
         (tmp / "config.json").write_text(json.dumps(record, indent=2))

@@ -4,7 +4,8 @@ A :class:`Preset` holds a config class with per-preset defaults and quick-size o
 
 * ``run(config, key, progress) -> xarray.Dataset`` (the simulation and the theory, with named dims and units);
 * ``summarize(dataset, config) -> (metrics, checks)`` (reads only the dataset);
-* ``plot(dataset, config) -> {name: matplotlib Figure}`` (reads only the dataset).
+* ``plot(dataset, config) -> {name: matplotlib Figure}`` (reads only the dataset);
+* optionally ``animate(dataset, path)``, which writes an animated GIF of the run to ``path``.
 
 Paper modules (one file per paper in this package) register their presets by calling :func:`register` at import
 time; :func:`all_presets` discovers and imports every module of the package, so a new paper needs no edit here.
@@ -75,6 +76,7 @@ class Preset:
     plot: Callable
     defaults: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
+    animate: Callable | None = None
 
 
 _REGISTRY: dict[str, Preset] = {}

@@ -427,10 +427,18 @@ def plot(ds: xr.Dataset, cfg: BrunoConfig):
     return figs
 
 
+def _animate(ds, path):
+    """The token cloud's evolution as an animated GIF (when the dataset keeps the token positions ``x``)."""
+    if "x" in ds:
+        from attnlab.particles.animate import animate
+
+        animate(ds, path)
+
+
 def _preset(name, figure, description, defaults, quick):
     return register(Preset(name=name, paper="bruno", citation=CITATION, figure=figure, description=description,
                            config_cls=BrunoConfig, run=run, summarize=summarize, plot=plot,
-                           defaults=defaults, quick=quick))
+                           defaults=defaults, quick=quick, animate=_animate))
 
 
 _preset("bruno-alignment", "Fig. 1",
