@@ -436,6 +436,6 @@ register(Preset(
                 "4.2, frozen samples) against L-BFGS ERM at the sqrt(ND) size rule, Bayes floor at alpha = inf.",
     config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
     plot=plot_sample_complexity, defaults={},
-    quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 400, "sqrt_ND": 200.0, "n_seeds": 3,
-           "n_test": 2000, "n_risk": 10_000},
+    quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 300, "sqrt_ND": 150.0, "n_seeds": 3,
+           "n_test": 1000, "n_risk": 5000},
 ))
