@@ -28,7 +28,7 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench
 
 bench: $(VENV)/.installed
-	$(PY) bench/slr_pgd.py
+	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf results .pytest_cache
