@@ -56,6 +56,13 @@ def _bayes(key, model, nu, L, n):
 # --------------------------------------------------------------------------------------------------------------------
 
 
+
+def _positive_finite(name: str, values):
+    """Validator body shared by the tuple fields of positive, finite numbers (nus, alphas)."""
+    if any(not math.isfinite(x) or x <= 0 for x in values):
+        raise ValueError(f"every {name} must be finite and > 0, got {values}")
+    return values
+
 class PopulationConfig(ExperimentConfig):
     """Config of ``duranthon-population`` (field names are the ``--set`` keys)."""
 
@@ -68,12 +75,7 @@ class PopulationConfig(ExperimentConfig):
     D_check: int = pydantic.Field(40, ge=4, description="dimension of the R^D check of the risk on M")
     n_check: int = pydantic.Field(4000, ge=100, description="sequences in the R^D check")
 
-    @pydantic.field_validator("nus")
-    @classmethod
-    def _nus(cls, v):
-        if any(not math.isfinite(x) or x <= 0 for x in v):
-            raise ValueError(f"every nu must be finite and > 0, got {v}")
-        return v
+    _nus = pydantic.field_validator("nus")(classmethod(lambda cls, v: _positive_finite("nu", v)))
 
     @pydantic.field_validator("Ls")
     @classmethod
@@ -360,12 +362,7 @@ class SampleComplexityConfig(ExperimentConfig):
     n_risk: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples of the test-error formula")
     informed_scale: float = pydantic.Field(5.0, gt=0, description="key scale of the informed start if nu = inf")
 
-    @pydantic.field_validator("alphas")
-    @classmethod
-    def _alphas(cls, v):
-        if any(not math.isfinite(a) or a <= 0 for a in v):
-            raise ValueError(f"every alpha must be finite and > 0, got {v}")
-        return v
+    _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
 
     @pydantic.model_validator(mode="after")
     def _nu(self):
