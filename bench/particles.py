@@ -1,9 +1,13 @@
-"""Benchmark of one step of the particle model (d = 3, SA): the blocked online-softmax kernel against dense attention.
+"""Benchmark of one step of the particle model (d = 3, SA, beta = 30): the blocked kernels against dense attention.
 
-Reports pair interactions per second (N^2 / time of one Euler step, best of a few repeats, after compilation),
-for N in {1e4, 5e4}, float32 and float64; dense JAX attention (N x N softmax materialised) at N = 1e4 only (at
-5e4 it needs 10 GB in float32); the peak resident memory of a float32 step at N = 1e5 in a fresh process.
-The last line is a JSON object with ``ratio_vs_dense``, ``gpairs_per_s_n10000`` and ``peak_rss_gb_n100000``.
+Reports pair interactions per second (N^2 / wall time of one Euler step, best of a few repeats, after compilation)
+for N in {1e4, 5e4}, float32 and float64, with the default kernel (``method="auto"``: the a-priori-shift kernel,
+see attnlab/particles/attention.py); the online-softmax kernel (``method="online"``) and dense JAX attention (N x N
+softmax materialised) at N = 1e4 only (dense at 5e4 needs 10 GB in float32); the peak resident memory of a float32
+step at N = 1e5 in a fresh process. Because the machine may be shared, each line also gives pairs per CPU-second
+(N^2 / process CPU time of the same step, all threads; on an idle machine with c cores the wall rate can reach up to
+c times that), and the JSON records the 1-minute load average before and after. The last line is a JSON object with
+``ratio_vs_dense``, ``gpairs_per_s_n10000`` and ``peak_rss_gb_n100000``.
 
 Usage: .venv/bin/python bench/particles.py [--quick]   (numbers are indicative on a shared machine)
 """
@@ -11,6 +15,7 @@ Usage: .venv/bin/python bench/particles.py [--quick]   (numbers are indicative o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -33,7 +38,8 @@ def _step_fn(kind, dtype, block_q=1024, block_k=2048):
             eye = EYE.astype(dtype)
             a = attention_dense(xd, eye, eye, eye, BETA).astype(x.dtype)
         else:
-            a = attention(x, EYE, EYE, EYE, BETA, block_q=block_q, block_k=block_k, dtype=dtype)
+            method = "auto" if kind == "blocked" else kind
+            a = attention(x, EYE, EYE, EYE, BETA, block_q=block_q, block_k=block_k, dtype=dtype, method=method)
         y = x + 0.01 * a
         return y / jnp.linalg.norm(y, axis=1, keepdims=True)
 
@@ -44,33 +50,38 @@ def time_step(n, kind, dtype, repeats=3, **blocks):
     x = uniform_sphere(jax.random.key(0), n, 3)
     f = _step_fn(kind, dtype, **blocks)
     f(x).block_until_ready()
-    best = float("inf")
+    best = best_cpu = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         f(x).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return best, n * n / best / 1e9
+        best, best_cpu = min(best, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
+    return best, n * n / best / 1e9, n * n / best_cpu / 1e9
 
 
 def peak_rss_gb(n):
     code = (f"import resource, jax, jax.numpy as jnp, sys; sys.path.insert(0, 'bench'); import particles as b; "
-            f"t, r = b.time_step({n}, 'blocked', jnp.float32, repeats=1); "
+            f"t, r, c = b.time_step({n}, 'blocked', jnp.float32, repeats=1); "
             f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     return float(out[0]), float(out[1])
 
 
+def _report(results, kind, name, n, t, g, c):
+    results[f"{kind}_{name}_n{n}"] = g
+    results[f"{kind}_{name}_n{n}_per_cpu_s"] = c
+    print(f"{kind:7s} {name:8s} N={n:6d}: {t * 1e3:9.1f} ms/step  {g:.3f} Gpairs/s  ({c:.3f} per CPU-second)",
+          flush=True)
+
+
 def main(quick=False):
+    load_before = os.getloadavg()[0]
     results = {}
     for n in ([10_000] if quick else [10_000, 50_000]):
         for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
-            t, g = time_step(n, "blocked", dtype, repeats=3 if n <= 10_000 else 1)
-            results[f"blocked_{name}_n{n}"] = g
-            print(f"blocked {name:8s} N={n:6d}: {t * 1e3:9.1f} ms/step  {g:.3f} Gpairs/s", flush=True)
+            _report(results, "blocked", name, n, *time_step(n, "blocked", dtype, repeats=5 if n <= 10_000 else 1))
+    _report(results, "online", "float32", 10_000, *time_step(10_000, "online", jnp.float32))
     for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
-        t, g = time_step(10_000, "dense", dtype)
-        results[f"dense_{name}_n10000"] = g
-        print(f"dense   {name:8s} N= 10000: {t * 1e3:9.1f} ms/step  {g:.3f} Gpairs/s", flush=True)
+        _report(results, "dense", name, 10_000, *time_step(10_000, "dense", dtype))
     rss, t = peak_rss_gb(20_000 if quick else 100_000)
     print(f"peak RSS of a float32 step at N={20_000 if quick else 100_000}: {rss:.2f} GB ({t:.1f} s/step)")
     summary = {
@@ -79,6 +90,8 @@ def main(quick=False):
         "peak_rss_gb_n100000": None if quick else rss,
         **{k: round(v, 4) for k, v in results.items()},
         "backend": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "note": "shared machine: indicative numbers",
     }
     print(json.dumps(summary))

@@ -1,34 +1,71 @@
-r"""Self-attention on the sphere with O(N) memory: a blocked, online-softmax kernel (spec 1.2, 1.4, 5).
+r"""Self-attention on the sphere with O(N) memory: blocked kernels that never form the N x N matrix (spec 1.2, 1.4, 5).
 
 For tokens ``x_i`` (rows of ``X``, shape (N, d)) and d x d matrices Q, K, V, the attention output is
 
-    A_i = sum_j w_ij V x_j,     w_ij = exp(beta <Q x_i, K x_j>) / Z_i,
+    A_i = sum_j w_ij V x_j,     w_ij = exp(s_ij) / Z_i,     s_ij = beta <Q x_i, K x_j>,
 
-with Z_i = sum_j exp(beta <Q x_i, K x_j>) (SA, softmax, the sum includes j = i) or Z_i = N (USA, the constant
-normalisation of Geshkovski et al.; Bruno et al. Remark 3.10). The SA drift of the particle model is P_{x_i} A_i.
+with Z_i = sum_j exp(s_ij) (SA, softmax, the sum includes j = i) or Z_i = N (USA, the constant normalisation of
+Geshkovski et al.; Bruno et al. Remark 3.10). The SA drift of the particle model is P_{x_i} A_i.
 
-The kernel never forms the N x N score matrix. Queries are processed in blocks of ``block_q`` rows and keys in
-blocks of ``block_k`` columns; each query keeps a running maximum m_i, a running sum l_i = sum_j exp(s_ij - m_i) and
-a running weighted sum a_i = sum_j exp(s_ij - m_i) V x_j, rescaled by exp(m_old - m_new) whenever the maximum grows
-(the online softmax of Milakov & Gimelshein 2018, as in FlashAttention). The sum l_i rides along as a column of ones
-appended to V x_j, so one matrix product per block gives both. Then SA: A_i = a_i / l_i and USA:
-A_i = exp(m_i) a_i / N (which can overflow for large beta, as the USA model itself does; see ``log_normalizer``).
-Scratch memory is O(block_q * block_k); the same code runs on CPU and GPU and is vmapped over independent runs.
+Every kernel works on blocks of ``block_q`` queries times ``block_k`` keys (the block sizes are balanced, e.g.
+N = 10^4 with the defaults 1024 x 2048 gives 10 x 5 blocks of 1000 x 2000, so padding never costs more than one row
+per block), keeps a shift m_i per query and accumulates l_i = sum_j exp(s_ij - m_i) and a_i = sum_j exp(s_ij - m_i)
+V x_j; l_i rides along as a column of ones appended to V x_j, so one matrix product per block gives both. Then SA:
+A_i = a_i / l_i, USA: A_i = exp(m_i) a_i / N (which can overflow for large beta, as the USA model itself does; see
+``log_normalizer``), log Z_i = m_i + log l_i. Scratch memory is O(block_q * block_k); the same code runs on CPU and
+GPU and is vmapped over independent runs. Two ways to choose m_i:
+
+* ``method="online"``: the running maximum of the scores seen so far, with the accumulators rescaled by
+  exp(m_old - m_new) when it grows (the online softmax of Milakov & Gimelshein 2018, as in FlashAttention). Always
+  safe, but it needs a row maximum (a reduction) over every block on top of the exponentials.
+* ``method="shift"``: an a-priori shift computed in O(N) before the blocked pass, so the pass is one matrix
+  product, one exponential per score and one matrix product per block, with no reduction and no rescaling. With
+  q_i = beta log2(e) Q x_i and k_j = K x_j (scores in base 2, t_ij = <q_i, k_j> = s_ij log2(e), so each score costs
+  one exp2), Cauchy-Schwarz gives t_ij <= b_i := |q_i| max_j |k_j|, and the diagonal score t_ii is attained. The shift
+
+      m_i = max(t_ii, b_i - margin),      margin = 64 (float32) or 512 (float64),
+
+  bounds every term by 2^margin (so a sum of up to 2^60 terms cannot overflow) and keeps the largest term of the row
+  >= 2^min(0, t_ii - b_i + margin). On the sphere with Q^T K = I (all of the paper's presets but Fig. 4) t_ii = b_i,
+  so l_i >= 1. The normaliser can only underflow when every score of row i lies more than margin + 60 below b_i
+  (in base 2): that is detected (l_i < 2^-60 in float32, 2^-900 in float64).
+* ``method="auto"`` (the default): ``shift``, and if any row's l_i is below that threshold, the whole call is redone
+  with ``online`` (a ``lax.cond``; under ``vmap`` a custom batching rule keeps the condition unbatched, so a batch of
+  runs redoes the batch only when one of them needs it, instead of computing both kernels every time).
+
+In float32 the shift kernel computes 2^t with a degree-5 polynomial on the reduced argument (t = n + f, n = round(t),
+|f| <= 1/2, 2^t = p(f) * 2^n with 2^n assembled from its exponent bits; p is a minimax fit to 2^f in relative error,
+7.5e-8 in exact arithmetic and 2.3e-7 when evaluated in float32, as accurate as float32 scores |s| ~ beta allow:
+their rounding alone gives relative errors ~ beta * 6e-8 in exp(s)). Arguments below -127 give exactly 0. This is the
+"exp via exp2 with beta log2(e) folded into the queries" of the issue's speed notes, and it keeps everything in one
+XLA loop fusion that vectorises; XLA's own exp2 is used in float64.
 
 ``attention_dense`` materialises the N x N softmax and is the reference in the tests.
 """
 
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["attention", "attention_dense", "log_normalizer", "log_normalizer_dense", "check_qkv"]
+__all__ = ["attention", "attention_dense", "log_normalizer", "log_normalizer_dense", "check_qkv", "exp2_f32",
+           "METHODS"]
 
 Normalization = Literal["sa", "usa"]
+Method = Literal["auto", "shift", "online"]
+METHODS = ("auto", "shift", "online")
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+# minimax (relative error) fit of 2^f on [-1/2, 1/2], degree 5, coefficients of f^0 ... f^5 (Lawson iteration on
+# 4000 Chebyshev nodes; max relative error 7.49e-8)
+_EXP2_COEFFS = (1.0000000716546733, 0.6931469670643617, 0.2402211972388161, 0.055507132741486324,
+                0.009675541332786721, 0.0013276471782286067)
+_MARGIN = {"float32": 64.0, "float64": 512.0}  # base-2 exponents, see the module docstring
+_TINY_LOG2 = {"float32": -60.0, "float64": -900.0}
 
 
 def check_qkv(d: int, Q, K, V) -> None:
@@ -41,7 +78,7 @@ def check_qkv(d: int, Q, K, V) -> None:
             raise ValueError(f"{name} must be a square {d} x {d} matrix (got shape {shape})")
 
 
-def _check(x, beta, block_q, block_k, normalization):
+def _check(x, beta, block_q, block_k, normalization, method="auto"):
     if x.ndim != 2:
         raise ValueError(f"tokens must have shape (N, d) (got shape {x.shape}); vmap for a batch of runs")
     if x.shape[0] < 1:
@@ -54,6 +91,29 @@ def _check(x, beta, block_q, block_k, normalization):
         raise ValueError(f"block sizes must be >= 1 (got block_q = {block_q}, block_k = {block_k})")
     if normalization not in ("sa", "usa"):
         raise ValueError(f"normalization must be 'sa' or 'usa' (got {normalization!r})")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS} (got {method!r})")
+
+
+def exp2_f32(t):
+    """2^t in float32 by range reduction and a degree-5 minimax polynomial (module docstring); 0 for t <= -127.
+
+    Valid for t < 128 (the kernels only evaluate t <= 64 + rounding).
+    """
+    t = jnp.maximum(t.astype(jnp.float32), -127.0)
+    n = jnp.round(t)
+    f = t - n
+    p = jnp.float32(_EXP2_COEFFS[-1])
+    for c in _EXP2_COEFFS[-2::-1]:
+        p = p * f + jnp.float32(c)
+    scale = jax.lax.bitcast_convert_type((n.astype(jnp.int32) + 127) << 23, jnp.float32)  # 2^n; +0 for n = -127
+    return p * scale
+
+
+def _blocks(n, block):
+    """Balanced blocks: (size, count) with count = ceil(n / block) and size = ceil(n / count) <= block."""
+    count = -(-n // min(block, n))
+    return -(-n // count), count
 
 
 def _pad(a, n, value=0.0):
@@ -61,11 +121,17 @@ def _pad(a, n, value=0.0):
     return a if extra == 0 else jnp.concatenate([a, jnp.full((extra,) + a.shape[1:], value, a.dtype)])
 
 
+def _map_blocks(one_query_block, xs, nq):
+    if nq == 1:
+        return jax.tree.map(lambda a: a[None], one_query_block(jax.tree.map(lambda a: a[0], xs)))
+    return jax.lax.map(one_query_block, xs)
+
+
 def _online(q, k, v1, beta, block_q, block_k):
-    """Running (m, l, a) for queries q (N, d) against keys k (N, d) and values-with-ones v1 (N, d + 1)."""
+    """Running (m, l, a) for queries q (N, d) against keys k (N, d) and values-with-ones v1 (N, c); m natural log."""
     n, dt = q.shape[0], q.dtype
-    bq, bk = min(block_q, n), min(block_k, n)
-    nq, nk = -(-n // bq), -(-n // bk)
+    bq, nq = _blocks(n, block_q)
+    bk, nk = _blocks(n, block_k)
     qb = _pad(q * beta, nq * bq).reshape(nq, bq, -1)
     kb = _pad(k, nk * bk).reshape(nk, bk, -1)
     vb = _pad(v1, nk * bk).reshape(nk, bk, -1)  # padded keys have a zero value row, ones column included
@@ -89,33 +155,95 @@ def _online(q, k, v1, beta, block_q, block_k):
             (m, acc), _ = jax.lax.scan(body, init, (kb, vb, valid))
         return m, acc
 
-    if nq == 1:
-        m, acc = one_query_block(qb[0])
-        m, acc = m[None], acc[None]
-    else:
-        m, acc = jax.lax.map(one_query_block, qb)
+    m, acc = _map_blocks(one_query_block, qb, nq)
     return m.reshape(-1)[:n], acc.reshape(nq * bq, -1)[:n]
 
 
+def _shifted(q, k, v1, beta, block_q, block_k):
+    """(m, acc) with the a-priori shift (module docstring); m in natural-log units. No row maxima, one exp2/score."""
+    n, dt = q.shape[0], q.dtype
+    name = jnp.dtype(dt).name
+    exp2 = exp2_f32 if name == "float32" else jnp.exp2
+    q2 = q * (beta * LOG2E)
+    b = jnp.linalg.norm(q2, axis=1) * jnp.max(jnp.linalg.norm(k, axis=1))
+    m2 = jnp.maximum(jnp.sum(q2 * k, axis=1), b - _MARGIN[name])
+    bq, nq = _blocks(n, block_q)
+    bk, nk = _blocks(n, block_k)
+    qb = _pad(q2, nq * bq).reshape(nq, bq, -1)
+    mb = _pad(m2, nq * bq).reshape(nq, bq)
+    kb = _pad(k, nk * bk).reshape(nk, bk, -1)  # padded keys: score 0 - m_i <= margin, times a zero value row
+    vb = _pad(v1, nk * bk).reshape(nk, bk, -1)
+
+    def one_query_block(args):
+        qi, mi = args
+
+        def body(acc, blk):
+            kj, vj = blk
+            return acc + exp2(qi @ kj.T - mi[:, None]) @ vj, None
+
+        init = jnp.zeros((bq, v1.shape[1]), dt)
+        if nk == 1:
+            return body(init, (kb[0], vb[0]))[0]
+        return jax.lax.scan(body, init, (kb, vb))[0]
+
+    acc = _map_blocks(one_query_block, (qb, mb), nq)
+    return m2 * LN2, acc.reshape(nq * bq, -1)[:n]
+
+
+def _underflow_free(acc):
+    return jnp.all(jnp.log2(acc[..., -1]) >= _TINY_LOG2[jnp.dtype(acc.dtype).name])
+
+
+@cache
+def _auto(block_q, block_k):
+    """``shift`` with a fallback to ``online``; the batching rule keeps the fallback's condition unbatched."""
+    shifted = partial(_shifted, block_q=block_q, block_k=block_k)
+    online = partial(_online, block_q=block_q, block_k=block_k)
+
+    @jax.custom_batching.custom_vmap
+    def kernel(q, k, v1, beta):
+        m, acc = shifted(q, k, v1, beta)
+        return jax.lax.cond(_underflow_free(acc), lambda: (m, acc), lambda: online(q, k, v1, beta))
+
+    @kernel.def_vmap
+    def _rule(axis_size, in_batched, q, k, v1, beta):
+        axes = tuple(0 if b else None for b in in_batched)
+        m, acc = jax.vmap(shifted, in_axes=axes)(q, k, v1, beta)
+        out = jax.lax.cond(_underflow_free(acc), lambda: (m, acc),
+                           lambda: jax.vmap(online, in_axes=axes)(q, k, v1, beta))
+        return out, (True, True)
+
+    return kernel
+
+
+def _kernel(q, k, v1, beta, method, block_q, block_k):
+    if method == "online":
+        return _online(q, k, v1, beta, block_q, block_k)
+    if method == "shift":
+        return _shifted(q, k, v1, beta, block_q, block_k)
+    return _auto(block_q, block_k)(q, k, v1, beta)
+
+
 def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q: int = 1024, block_k: int = 2048,
-              dtype=None):
-    """Attention output A (N, d) of tokens ``x`` (N, d), blocked with an online softmax; never forms N x N.
+              dtype=None, method: Method = "auto"):
+    """Attention output A (N, d) of tokens ``x`` (N, d), blocked (module docstring); never forms N x N.
 
     ``dtype`` (e.g. ``jnp.float32``) sets the precision of the kernel; the result is cast back to ``x.dtype``.
+    ``method`` is ``"auto"`` (default), ``"shift"`` or ``"online"`` (module docstring).
     """
-    _check(x, beta, block_q, block_k, normalization)
+    _check(x, beta, block_q, block_k, normalization, method)
     dt = None if dtype is None else jnp.dtype(dtype).name
-    return _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dt)
+    return _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dt, method)
 
 
-@partial(jax.jit, static_argnums=(5, 6, 7, 8))
-def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype):
+@partial(jax.jit, static_argnums=(5, 6, 7, 8, 9))
+def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype, method):
     out_dtype = x.dtype
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
     q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T
     v1 = jnp.concatenate([xc @ jnp.asarray(V, dt).T, jnp.ones((x.shape[0], 1), dt)], axis=1)
-    m, acc = _online(q, k, v1, jnp.asarray(beta, dt), block_q, block_k)
+    m, acc = _kernel(q, k, v1, jnp.asarray(beta, dt), method, block_q, block_k)
     a, l = acc[:, :-1], acc[:, -1:]
     if normalization == "sa":
         out = a / l
@@ -124,19 +252,19 @@ def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype):
     return out.astype(out_dtype)
 
 
-def log_normalizer(x, Q, K, beta, *, block_q: int = 1024, block_k: int = 2048, dtype=None):
+def log_normalizer(x, Q, K, beta, *, block_q: int = 1024, block_k: int = 2048, dtype=None, method: Method = "auto"):
     """log Z_i = logsumexp_j beta <Q x_i, K x_j> (N,), blocked, overflow-free."""
-    _check(x, beta, block_q, block_k, "sa")
+    _check(x, beta, block_q, block_k, "sa", method)
     dt = None if dtype is None else jnp.dtype(dtype).name
-    return _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dt)
+    return _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dt, method)
 
 
-@partial(jax.jit, static_argnums=(4, 5, 6))
-def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype):
+@partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype, method):
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
     q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T
-    m, acc = _online(q, k, jnp.ones((x.shape[0], 1), dt), jnp.asarray(beta, dt), block_q, block_k)
+    m, acc = _kernel(q, k, jnp.ones((x.shape[0], 1), dt), jnp.asarray(beta, dt), method, block_q, block_k)
     return (m + jnp.log(acc[:, 0])).astype(x.dtype)
 
 
