@@ -123,3 +123,33 @@ def test_alignment_keeps_azimuth_in_fig2_setting(key):
     y = reduced.alignment_closed_form(x0, np.diag([1.0, 1.0, -1.0]), 2.0)
     dphi = np.angle(np.exp(1j * (np.arctan2(y[:, 1], y[:, 0]) - np.arctan2(x0[:, 1], x0[:, 0]))))
     assert np.max(np.abs(dphi)) < 1e-12
+
+
+def test_heat_kernel_s2_and_spectral_solver():
+    """S^2 heat: the zonal kernel agrees with the sampler's density of <x, m> (times 2 pi, area element du dphi) and
+    has mass 1 on the Gauss-Legendre grid (exact for degree <= lmax; the tail e^{-l(l+1) tau} beyond l = 40 is
+    < e^{-80}); forward heat maps the mixture at heat times tau to the mixture at tau + 0.03 (the semigroup, to
+    rounding); backward heat maps it to tau - 0.03 within the dropped tail bound
+    sum_{l > l_cut} (2l + 1) / (4 pi) e^{-l (l + 1) min tau'} (|P_l| <= 1, weights summing to 1)."""
+    c = np.linspace(-1, 1, 101)
+    np.testing.assert_allclose(2 * np.pi * reduced.heat_kernel_s2(c, 0.05), init.heat_kernel_s2_cos_density(c, 0.05),
+                               atol=1e-12)
+    lmax = 40
+    pts, _, _, w = reduced.s2_grid(lmax)
+    assert abs(w.sum() - 4 * np.pi) < 1e-12
+    means, weights, taus = np.array([[0, 0, 1.0], [1.0, 1.0, 0.0]]), [0.6, 0.4], np.array([0.05, 0.08])
+    f0 = reduced.heat_mixture_s2(pts, means, weights, taus)
+    assert abs(np.sum(w * f0) - 1) < 1e-12
+    fwd = reduced.heat_solve_s2(f0, 0.03, lmax)
+    assert np.max(np.abs(fwd - reduced.heat_mixture_s2(pts, means, weights, taus + 0.03))) < 1e-12 * np.max(f0)
+    max_gain = 1e8
+    bwd = reduced.heat_solve_s2(f0, -0.03, lmax, max_gain=max_gain)
+    ells = np.arange(lmax + 1)
+    lcut = ells[np.exp(0.03 * ells * (ells + 1)) <= max_gain].max()
+    tail_l = np.arange(lcut + 1, 400)
+    tail = np.sum((2 * tail_l + 1) / (4 * np.pi) * np.exp(-tail_l * (tail_l + 1) * (taus.min() - 0.03)))
+    exact = reduced.heat_mixture_s2(pts, means, weights, taus - 0.03)
+    assert np.max(np.abs(bwd - exact)) < tail + max_gain * 1e-15 * np.max(f0)
+    np.testing.assert_allclose(reduced.heat_times([0.05], 2.0, 10.0, -1), [0.25])  # forward: tau grows as t / beta
+    with pytest.raises(ValueError, match="s2_grid"):
+        reduced.heat_solve_s2(f0[:, :-1], 0.01, lmax)

@@ -7,6 +7,13 @@ r"""Reduced models of the three phases (Bruno, Pasqualotto, Agazzi, arXiv 2509.2
   mu'' (gamma = +1 backward for V = +Id, -1 forward for V = -Id). A mixture of wrapped normals of variances v_j stays a
   mixture with the same means and weights and variances v_j - 2 gamma t / beta (heat time tau_j = v_j / 2, spec 2.2).
   The backward solution exists until the first collapse, t = beta v_min / 2 = beta tau_min.
+* **Heat on S^2** (spec 6, item 3): on a collapsed S^2 (E_max = R^3, e.g. Q = K = Id, V = -Id) the same limit gives
+  e^{tau Delta} with Delta the Laplace-Beltrami operator and heat time tau_j(t) = tau_j - gamma t / beta
+  (``heat_times``; on S^1 the same rule reads v_j - 2 gamma t / beta for variances v = 2 tau). The heat kernel is the
+  zonal series k_tau(<x, m>) = sum_l (2l + 1) / (4 pi) e^{-l (l + 1) tau} P_l(<x, m>) (addition theorem,
+  Delta Y_lm = -l (l + 1) Y_lm), and ``heat_solve_s2`` propagates any density given on a Gauss-Legendre grid by
+  multiplying its spherical-harmonic coefficients by e^{-l (l + 1) tau} (tau < 0: backward heat, truncated where the
+  amplification would exceed 1e8).
 * **Pairing** (Prop 3.11): with time change dt = e^{beta (1 - <y_i, y_j>)} ds, the closest pair (i, j) follows
   dy_i/ds = P_{y_i} y_j, dy_j/ds = P_{y_j} y_i and the others stay put; two points at angle theta_0 therefore close
   as d theta/ds = -2 sin theta, and the merge time is ~ e^{beta (1 - cos theta_min)}.
@@ -32,6 +39,11 @@ __all__ = [
     "wrapped_normal_bin_masses",
     "heat_variances",
     "backward_collapse_times",
+    "heat_times",
+    "heat_kernel_s2",
+    "heat_mixture_s2",
+    "s2_grid",
+    "heat_solve_s2",
     "pairing_time",
     "two_point_angle",
     "equiangular_rhs",
@@ -108,6 +120,83 @@ def heat_variances(v0, t, beta: float, gamma: int):
 def backward_collapse_times(v0, beta: float):
     """Backward heat (gamma = +1): component j collapses at t_j = beta v_j / 2 = beta tau_j."""
     return beta * np.asarray(v0, float) / 2
+
+
+def heat_times(tau0, t, beta: float, gamma: int):
+    """Heat times at time t of the heat phase on S^2 (or S^{d-1}): tau0 - gamma t / beta (gamma = -1 forward)."""
+    return np.asarray(tau0, float) - gamma * np.asarray(t, float) / beta
+
+
+def _lmax_heat(tau: float) -> int:
+    return int(np.ceil(np.sqrt(40.0 / max(float(tau), 1e-8)))) + 2  # e^{-l (l + 1) tau} < e^{-40} beyond
+
+
+def heat_kernel_s2(cos_angle, tau: float, lmax: int | None = None):
+    """Density w.r.t. area on S^2 (total mass 1) of e^{tau Delta} delta_m at points x with <x, m> = cos_angle:
+    sum_{l <= lmax} (2l + 1) / (4 pi) e^{-l (l + 1) tau} P_l(cos_angle) (Legendre recurrence)."""
+    if not tau > 0:
+        raise ValueError(f"the heat kernel needs tau > 0 (got {tau})")
+    lmax = _lmax_heat(tau) if lmax is None else lmax
+    c = np.asarray(cos_angle, float)
+    p_prev, p = np.ones_like(c), c
+    out = (1.0 + 3.0 * np.exp(-2 * tau) * c) / (4 * np.pi)
+    for ell in range(1, lmax):
+        p_prev, p = p, ((2 * ell + 1) * c * p - ell * p_prev) / (ell + 1)
+        out = out + (2 * ell + 3) / (4 * np.pi) * np.exp(-(ell + 1) * (ell + 2) * tau) * p
+    return out
+
+
+def heat_mixture_s2(x, means, weights=None, taus=0.02):
+    """Density at points x (..., 3) of sum_j w_j e^{tau_j Delta} delta_{m_j} (means (M, 3), heat times tau_j)."""
+    means = np.asarray(means, float).reshape(-1, 3)
+    means = means / np.linalg.norm(means, axis=1, keepdims=True)
+    weights = np.full(len(means), 1 / len(means)) if weights is None else np.asarray(weights, float)
+    taus = np.broadcast_to(np.asarray(taus, float), (len(means),))
+    x = np.asarray(x, float)
+    return sum(w * heat_kernel_s2(x @ m, tau) for m, w, tau in zip(means, weights, taus))
+
+
+def s2_grid(lmax: int):
+    """Gauss-Legendre grid exact for spherical harmonics of degree <= lmax: polar angles theta_i with cos theta_i the
+    lmax + 1 Gauss-Legendre nodes, 2 lmax + 2 equispaced azimuths. Returns (points (n_theta, n_phi, 3), theta, phi,
+    area weights (n_theta, n_phi), summing to 4 pi)."""
+    c, w = np.polynomial.legendre.leggauss(lmax + 1)
+    theta = np.arccos(c)
+    phi = 2 * np.pi * np.arange(2 * lmax + 2) / (2 * lmax + 2)
+    st = np.sin(theta)[:, None]
+    pts = np.stack([st * np.cos(phi), st * np.sin(phi), np.broadcast_to(c[:, None], (c.size, phi.size))], axis=-1)
+    return pts, theta, phi, np.outer(w, np.full(phi.size, 2 * np.pi / phi.size))
+
+
+def heat_solve_s2(values, tau: float, lmax: int, max_gain: float = 1e8):
+    """e^{tau Delta} applied to a function given on ``s2_grid(lmax)`` (values (lmax + 1, 2 lmax + 2)).
+
+    Spherical-harmonic analysis a_lm = sum w f conj(Y_lm) (exact for degree <= lmax), a_lm <- e^{-l (l + 1) tau}
+    a_lm, synthesis on the same grid. Forward (tau >= 0) is exact up to the band limit. Backward heat (tau < 0) is
+    ill-posed: degree l is amplified by e^{|tau| l (l + 1)}, so degrees with amplification above ``max_gain`` are
+    dropped (relative rounding errors of 1e-16 then grow to at most 1e-8); for data analytic enough (a heat-kernel
+    mixture whose heat times all exceed |tau|) the dropped tail is sum_{l > l_cut} (2l + 1)/(4 pi) e^{-l (l+1) tau'}.
+    """
+    from scipy.special import sph_harm_y
+
+    _, theta, phi, w = s2_grid(lmax)
+    f = np.asarray(values, float)
+    if f.shape != w.shape:
+        raise ValueError(f"values must live on s2_grid({lmax}) (shape {w.shape}, got {f.shape})")
+    ells = np.arange(lmax + 1)
+    gains = np.exp(-ells * (ells + 1) * tau)
+    lcut = int(np.max(ells[gains <= max_gain]))
+    # f(theta, phi) = sum_m e^{i m phi} F_m(theta); Y_lm(theta, phi) = Theta_lm(theta) e^{i m phi} (Theta real)
+    n_phi = phi.size
+    fm = np.fft.fft(f, axis=1) * (2 * np.pi / n_phi)  # int f e^{-i m phi} dphi for m = 0, 1, ..., -1
+    wt = w[:, 0] / (2 * np.pi / n_phi)  # Gauss-Legendre weights in cos theta
+    out_m = np.zeros_like(fm)
+    for m in range(-lcut, lcut + 1):
+        ls = np.arange(abs(m), lcut + 1)
+        big_theta = sph_harm_y(ls[:, None], m, theta[None, :], 0.0).real  # (n_l, n_theta)
+        a = big_theta @ (wt * fm[:, m])  # a_lm
+        out_m[:, m] = (gains[ls] * a) @ big_theta
+    return np.fft.ifft(out_m, axis=1).real * n_phi
 
 
 def pairing_time(ci, cj, beta: float):
