@@ -120,3 +120,12 @@ def test_step_budget_and_energy_alarm(key):
         _, obs, _ = simulate(x0, make_model(3, beta=beta), dt * np.arange(1, 21), dt,
                              observe=lambda x: log_energy(x, np.eye(3), beta))
         assert np.all(np.diff(obs) > 0)
+
+
+def test_kernel_methods_agree(key):
+    """The model's kernel_method (shift kernel with fallback, shift, online) does not change a float64 trajectory
+    beyond rounding (each kernel matches dense attention to 1e-12, test_attention)."""
+    x0 = init.uniform_sphere(key, 150, 3)
+    runs = [simulate(x0, _random_model(key, 20.0, kernel_method=m, block_q=64, block_k=100), [0.5], 0.05)[0][-1]
+            for m in ("auto", "shift", "online")]
+    assert max(np.max(np.abs(r - runs[0])) for r in runs[1:]) < 1e-11

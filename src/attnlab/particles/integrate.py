@@ -66,6 +66,7 @@ class Model(NamedTuple):
     block_k: int = 2048
     kernel_dtype: str | None = None
     dense: bool = False
+    kernel_method: str = "auto"  # attention.METHODS: "auto" (shift kernel, online fallback), "shift", "online"
 
 
 def make_model(d: int, Q=None, K=None, V=None, beta: float = 1.0, **options) -> Model:
@@ -90,7 +91,7 @@ def _attention(x, model: Model):
         return attention_dense(x, model.Q, model.K, model.V, model.beta, normalization=model.normalization)
     dtype = None if model.kernel_dtype is None else jnp.dtype(model.kernel_dtype)
     return attention(x, model.Q, model.K, model.V, model.beta, normalization=model.normalization,
-                     block_q=model.block_q, block_k=model.block_k, dtype=dtype)
+                     block_q=model.block_q, block_k=model.block_k, dtype=dtype, method=model.kernel_method)
 
 
 def drift(x, model: Model):
