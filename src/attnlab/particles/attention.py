@@ -196,22 +196,32 @@ def _underflow_free(acc):
 
 @cache
 def _auto(block_q, block_k):
-    """``shift`` with a fallback to ``online``; the batching rule keeps the fallback's condition unbatched."""
+    """``shift`` with a fallback to ``online``. The batching rule keeps the fallback's condition unbatched; the JVP
+    rule differentiates the plain ``lax.cond`` version (custom_vmap alone does not support autodiff)."""
     shifted = partial(_shifted, block_q=block_q, block_k=block_k)
     online = partial(_online, block_q=block_q, block_k=block_k)
 
-    @jax.custom_batching.custom_vmap
-    def kernel(q, k, v1, beta):
+    def plain(q, k, v1, beta):
         m, acc = shifted(q, k, v1, beta)
         return jax.lax.cond(_underflow_free(acc), lambda: (m, acc), lambda: online(q, k, v1, beta))
 
-    @kernel.def_vmap
+    batched = jax.custom_batching.custom_vmap(plain)
+
+    @batched.def_vmap
     def _rule(axis_size, in_batched, q, k, v1, beta):
         axes = tuple(0 if b else None for b in in_batched)
         m, acc = jax.vmap(shifted, in_axes=axes)(q, k, v1, beta)
         out = jax.lax.cond(_underflow_free(acc), lambda: (m, acc),
                            lambda: jax.vmap(online, in_axes=axes)(q, k, v1, beta))
         return out, (True, True)
+
+    @jax.custom_jvp
+    def kernel(q, k, v1, beta):
+        return batched(q, k, v1, beta)
+
+    @kernel.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(plain, primals, tangents)
 
     return kernel
 
