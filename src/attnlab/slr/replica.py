@@ -42,10 +42,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.slr.activations import Activation
-from attnlab.slr.duranthon_data import check_model, sample_scores
+from attnlab.slr.duranthon_data import c_nu, check_model, sample_scores
 
-__all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "ReplicaResult", "solve_replica",
-           "ridge_fixed_point"]
+__all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "evaluate_map", "MapValue", "ReplicaResult",
+           "solve_replica", "lambda_path", "continue_in_lambda", "standard_starts", "BranchCurve", "replica_curve",
+           "ridge_fixed_point", "fixed_point", "solve_bayes_optimal", "BOResult", "bayes_optimal_test_error"]
 
 
 class Order(NamedTuple):
@@ -77,29 +78,79 @@ def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0) -> Fr
                          jax.random.normal(k2, s.chi.shape))
 
 
-def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton):
-    """chi_hat for one sample by floored-Hessian Newton steps from omega^k."""
+_STEPS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01)  # trial lengths of the monotone Newton line search
+INNER_GTOL = 1e-7  # |grad J| above this at the returned point: the sample's proximal problem did not converge
 
-    def J(chi):
-        w = act(chi, mask, c)
-        res = y - w @ omega_v
-        return (jnp.sum(jnp.where(mask, (chi - omega_k) ** 2, 0.0)) / (2 * V_k)
-                + res**2 / (2 * (1 + V_v * (w @ w))))
 
-    def step(chi, _):
+def _objective(act, chi, omega_k, omega_v, y, mask, V_k, V_v, c):
+    """The proximal objective J(chi) of spec 4.2 (z eliminated)."""
+    w = act(chi, mask, c)
+    res = y - w @ omega_v
+    return (jnp.sum(jnp.where(mask, (chi - omega_k) ** 2, 0.0)) / (2 * V_k)
+            + res**2 / (2 * (1 + V_v * (w @ w))))
+
+
+def _starts(omega_k, y, mask, V_k, multistart: bool):
+    """Starting points of the inner minimisation: omega^k, and (multistart) omega^k +- delta e_l for every valid
+    token l, with delta = sqrt(V_k) (1 + |y|): the data term is at most y^2/2, so the minimiser moves by at most
+    sqrt(V_k) |y| from omega^k, and these starts put one token ahead of (or behind) the others by that much."""
+    if not multistart:
+        return omega_k[None]
+    L = omega_k.shape[0]
+    delta = jnp.sqrt(V_k) * (1.0 + jnp.abs(y))
+    e = jnp.where(mask[None, :], jnp.eye(L), 0.0) * delta
+    return jnp.concatenate([omega_k[None], omega_k[None] + e, omega_k[None] - e])
+
+
+def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart):
+    """Every start of the inner problem run to a local minimum: (points (S, L), values (S,), max|grad| (S,))."""
+    J = lambda x: _objective(act, x, omega_k, omega_v, y, mask, V_k, V_v, c)  # noqa: E731
+    eye = jnp.eye(omega_k.shape[0])
+    mm = mask[:, None] & mask[None, :]
+    steps = jnp.asarray(_STEPS)
+
+    def direction(chi):
         g = jnp.where(mask, jax.grad(J)(chi), 0.0)
-        H = jax.hessian(J)(chi)
-        H = jnp.where(mask[:, None] & mask[None, :], H, jnp.eye(chi.shape[0]))
+        H = jnp.where(mm, jax.hessian(J)(chi), eye)
         lam, U = jnp.linalg.eigh(H)
         lam = jnp.maximum(jnp.abs(lam), 0.5 / V_k)
-        return chi - U @ ((U.T @ g) / lam), None
+        return -U @ ((U.T @ g) / lam)
 
-    chi, _ = jax.lax.scan(step, omega_k, None, length=n_newton)
-    return chi
+    def step(chi, _):
+        cands = chi[None] + steps[:, None] * direction(chi)[None]
+        Jc = jax.vmap(J)(cands)
+        b = jnp.argmin(Jc)
+        return jnp.where(Jc[b] < J(chi), cands[b], chi), None
+
+    def run(x0):
+        x, _ = jax.lax.scan(step, x0, None, length=n_newton)
+        # a final full Newton step, kept unless it raises J beyond round-off: at a converged minimum it leaves x in
+        # place and makes forward-mode derivatives through the steps equal the implicit-function ones
+        xn = x + direction(x)
+        x = jnp.where(J(xn) <= J(x) + 1e-12 * (1.0 + jnp.abs(J(x))), xn, x)
+        return x, J(x), jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
+
+    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart))
 
 
-def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton):
-    chi = _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton)
+def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
+    """chi_hat for one sample: the lowest of the local minima reached from :func:`_starts` by monotone modified Newton
+    (Hessian eigenvalues |.| floored at 1/(2 V_k), best of the trial steps ``_STEPS``)."""
+    xs, Js, _ = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
+    return xs[jnp.argmin(Js)]
+
+
+def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart):
+    """chi_hat plus two per-sample flags: the inner problem did not converge (|grad J| > INNER_GTOL at chi_hat), and
+    it is non-convex here (another start ended at a different stationary point with a higher value)."""
+    xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
+    b = jnp.argmin(Js)
+    other = (jnp.max(jnp.abs(xs - xs[b]), axis=-1) > 1e-4) & (gs < INNER_GTOL)
+    return xs[b], gs[b] > INNER_GTOL, jnp.any(other)
+
+
+def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
+    chi = _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
     w = act(chi, mask, c)
     r = (y - w @ omega_v) / (1 + V_v * (w @ w))
     f_k = jnp.where(mask, (chi - omega_k) / V_k, 0.0)
@@ -107,8 +158,9 @@ def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton):
     return f_k, f_v, r
 
 
-@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian"))
-def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jacobian: str = "implicit"):
+@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian", "multistart"))
+def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jacobian: str = "implicit",
+          multistart: bool = True):
     m_k, q_k, V_k, m_v, q_v, V_v = order
     s_k = jnp.sqrt(jnp.maximum(q_k - m_k**2, 0.0))
     s_v = jnp.sqrt(jnp.maximum(q_v - m_v**2, 0.0))
@@ -116,23 +168,22 @@ def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jaco
     om_v = jnp.where(samples.mask, m_v * samples.zeta + s_v * samples.xi_v, 0.0)
 
     def unrolled(ok, ov, y, mask):
-        fk, fv, r = _channel_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton)
-        dfk = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, o, ov, y, mask, V_k, V_v, c, n_newton)[0])(ok))
-        dfv = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, ok, o, y, mask, V_k, V_v, c, n_newton)[1])(ov))
-        return fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0))
+        fk, fv, r = _channel_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
+        dfk = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, o, ov, y, mask, V_k, V_v, c, n_newton,
+                                                         multistart)[0])(ok))
+        dfv = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, ok, o, y, mask, V_k, V_v, c, n_newton,
+                                                         multistart)[1])(ov))
+        _, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
+        return fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx
 
     def implicit(ok, ov, y, mask):
         """Implicit function theorem at chi_hat: d chi_hat/d omega = -H^{-1} d(grad J)/d omega."""
-        chi = jax.lax.stop_gradient(_prox_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton))
+        chi, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
+        chi = jax.lax.stop_gradient(chi)
         mm = mask[:, None] & mask[None, :]
 
         def grad_J(x, o_k, o_v):
-            def J(x):
-                w = act(x, mask, c)
-                res = y - w @ o_v
-                return (jnp.sum(jnp.where(mask, (x - o_k) ** 2, 0.0)) / (2 * V_k)
-                        + res**2 / (2 * (1 + V_v * (w @ w))))
-            return jnp.where(mask, jax.grad(J)(x), 0.0)
+            return jnp.where(mask, jax.grad(lambda x: _objective(act, x, o_k, o_v, y, mask, V_k, V_v, c))(x), 0.0)
 
         def f_v(x, o_v):
             w = act(x, mask, c)
@@ -146,65 +197,322 @@ def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jaco
         w = act(chi, mask, c)
         r = (y - w @ ov) / (1 + V_v * (w @ w))
         fk = jnp.where(mask, (chi - ok) / V_k, 0.0)
-        return fk, w * r, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0))
+        return (fk, w * r, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx)
 
-    one = implicit if jacobian == "implicit" else unrolled
+    one = unrolled if jacobian == "unrolled" else implicit
 
-    fk, fv, r, dk, dv = jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
+    fk, fv, r, dk, dv, bad, ncvx = jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
+    # Stein's lemma: E[sum_l df_l/domega_l] = E[sum_l f_l xi_l]/s_a, the distributional derivative, which includes
+    # the jumps of f where the global minimiser of the proximal problem switches between local minima (the
+    # pointwise implicit/unrolled derivative misses them). Needs s_a > 0.
+    st_k = jnp.sum(fk * samples.xi_k, -1) / jnp.where(s_k > 0, s_k, 1.0)
+    st_v = jnp.sum(fv * jnp.where(samples.mask, samples.xi_v, 0.0), -1) / jnp.where(s_v > 0, s_v, 1.0)
+    n = samples.y.shape[0]
+    se = lambda x: alpha * jnp.std(x, ddof=1) / jnp.sqrt(n)  # noqa: E731
+    # jump term of V_hat_a = (Stein - pointwise) estimate on common samples, with its SE (NaN where s_a = 0)
+    jump_k = jnp.where(s_k > 1e-8, -alpha * jnp.mean(st_k - dk), jnp.nan)
+    jump_v = jnp.where(s_v > 1e-8, -alpha * jnp.mean(st_v - dv), jnp.nan)
+    diag = jnp.stack([jnp.mean(bad), jnp.mean(ncvx), jump_k, se(st_k - dk), jump_v, se(st_v - dv)])
+    if jacobian == "stein":
+        dk = jnp.where(s_k > 1e-8, st_k, dk)
+        dv = jnp.where(s_v > 1e-8, st_v, dv)
     Vh_k, Vh_v = -alpha * jnp.mean(dk), -alpha * jnp.mean(dv)
     qh_k = alpha * jnp.mean(jnp.sum(fk**2, -1))
     qh_v = alpha * jnp.mean(jnp.sum(fv**2, -1))
     mh_k = alpha * jnp.mean(jnp.sum(fk * samples.chi, -1)) + m_k * Vh_k
     mh_v = alpha * jnp.mean(jnp.sum(fv * samples.zeta, -1)) + m_v * Vh_v
-    return jnp.stack([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v]), 0.5 * jnp.mean(r**2)
+    return jnp.stack([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v]), 0.5 * jnp.mean(r**2), diag
+
+
+class MapValue(NamedTuple):
+    """One evaluation of the fixed-point map: the new order parameters (NaN where ``lambda_a + V_hat_a <= 0``), the
+    hats, the training loss per sample ``E[r^2/2]``, the fraction of samples whose inner problem did not converge,
+    the fraction where it is non-convex (several local minima were found), and the jump term of each V_hat_a: the
+    Stein estimate minus the pointwise (implicit or unrolled) one on the same samples, with its standard error. The
+    pointwise derivative misses the jumps of f where the global minimiser switches between local minima, so a
+    jump term many SE away from 0 means the pointwise V_hat is biased there."""
+
+    order: np.ndarray
+    hats: np.ndarray
+    train_loss: float
+    inner_unconverged: float
+    nonconvex: float
+    jump_k: float = math.nan
+    jump_k_se: float = math.nan
+    jump_v: float = math.nan
+    jump_v_se: float = math.nan
+
+    @property
+    def valid(self) -> bool:
+        return bool(np.all(np.isfinite(self.order)))
+
+
+def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
+                 jacobian: str = "implicit", multistart: bool = True) -> MapValue:
+    """The fixed-point map with its diagnostics (see :class:`MapValue`); prior updates of spec 4.2
+    ``V_a = 1/(lambda_a + V_hat_a)``, ``m_a = m_hat_a V_a``, ``q_a = (m_hat_a^2 + q_hat_a) V_a^2``. When
+    ``lambda_a + V_hat_a <= 0`` the ridge prior update has no positive V_a: the replica-symmetric saddle point does
+    not exist at this order (non-convex channel, small lambda) and the new order is NaN."""
+    if jacobian not in ("implicit", "unrolled", "stein"):
+        raise ValueError(f"jacobian must be 'implicit', 'unrolled' or 'stein', got {jacobian!r}")
+    hats, train, diag = _hats(dataclasses.replace(act, c=0.0), jnp.asarray(order, dtype=jnp.float64), alpha,
+                              samples, act.c, n_newton, jacobian, bool(multistart))
+    hats = np.asarray(hats, dtype=np.float64)
+    mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = hats
+    new = np.full(6, np.nan)
+    if np.all(np.isfinite(hats)) and lam_k + Vh_k > 0 and lam_v + Vh_v > 0:
+        V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
+        new = np.array([mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v])
+    diag = np.asarray(diag)
+    return MapValue(new, hats, float(train), *(float(t) for t in diag))
 
 
 def replica_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
-                jacobian: str = "implicit"):
+                jacobian: str = "implicit", multistart: bool = True):
     """One application of the fixed-point map: order -> (new order, training loss per sample E[r^2/2]).
     ``jacobian``: "implicit" (implicit function theorem at the proximal point) or "unrolled" (forward-mode through
     the Newton steps); they agree when the Newton steps have converged."""
-    if jacobian not in ("implicit", "unrolled"):
-        raise ValueError(f"jacobian must be 'implicit' or 'unrolled', got {jacobian!r}")
-    hats, train = _hats(dataclasses.replace(act, c=0.0), jnp.asarray(order, dtype=jnp.float64), alpha, samples,
-                        act.c, n_newton, jacobian)
-    mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = (float(x) for x in hats)
-    V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
-    new = (mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v)
-    return np.asarray(new), float(train)
+    v = evaluate_map(act, order, alpha, lam_k, lam_v, samples, n_newton, jacobian, multistart)
+    return v.order, v.train_loss
 
 
 class ReplicaResult(NamedTuple):
-    """Fixed point, training loss per sample, convergence report (residual, iterations, converged)."""
+    """Fixed point and its convergence report.
+
+    ``residual`` is max |F(x) - x| over the six order parameters at the returned point, ``n_iter`` the number of
+    map evaluations, ``branch`` the name of the start it was continued from, ``status`` "converged",
+    "max_iter", "invalid" (lambda + V_hat <= 0 or a non-finite map even after backtracking) or "bad_start".
+    ``objective`` is the training objective per sample at the fixed point, ``E[r^2/2] + (lambda_k q_k + lambda_v
+    q_v)/(2 alpha)`` (the RS ground-state energy: the ERM minimiser is the branch with the lowest value);
+    ``inner_unconverged`` / ``nonconvex`` / ``jump_*`` are the map's diagnostics (:class:`MapValue`) at the
+    returned point."""
 
     order: Order
     train_loss: float
     residual: float
     n_iter: int
     converged: bool
+    branch: str = ""
+    status: str = ""
+    objective: float = math.nan
+    inner_unconverged: float = math.nan
+    nonconvex: float = math.nan
+    alpha: float = math.nan
+    lam_k: float = math.nan
+    lam_v: float = math.nan
+    jump_k: float = math.nan
+    jump_k_se: float = math.nan
+    jump_v: float = math.nan
+    jump_v_se: float = math.nan
 
 
-def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
-                  damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500, n_newton: int = 30) -> ReplicaResult:
-    """Damped iteration ``x <- damping x + (1 - damping) F(x)`` from ``init`` (six numbers) until the max-abs change
-    of the order parameters is below ``tol``."""
-    if alpha <= 0:
-        raise ValueError(f"sample ratio alpha must be > 0, got {alpha}")
-    if lam_k <= 0 or lam_v <= 0:
+def _check_args(alpha, lam_k, lam_v, damping):
+    if not alpha > 0 or not math.isfinite(alpha):
+        raise ValueError(f"sample ratio alpha must be finite and > 0, got {alpha}")
+    if not (lam_k > 0 and lam_v > 0):
         raise ValueError(f"the replica solver needs lambda_k, lambda_v > 0, got {lam_k}, {lam_v}")
     if not 0 <= damping < 1:
         raise ValueError(f"damping must lie in [0, 1), got {damping}")
-    x = np.asarray(init, dtype=np.float64)
-    res, train = math.inf, math.nan
-    for it in range(1, max_iter + 1):
-        fx, train = replica_map(act, x, alpha, lam_k, lam_v, samples, n_newton)
-        res = float(np.max(np.abs(fx - x)))
-        if not np.all(np.isfinite(fx)):
-            return ReplicaResult(Order(*x), train, math.inf, it, False)
-        x = damping * x + (1 - damping) * fx
+
+
+def _feasible(x) -> np.ndarray | None:
+    """Project onto the physical set (q_a >= m_a^2); None if some V_a <= 0 or a value is not finite."""
+    x = np.array(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)) or x[2] <= 0 or x[5] <= 0:
+        return None
+    x[1], x[4] = max(x[1], x[0] ** 2), max(x[4], x[3] ** 2)
+    return x
+
+
+def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
+                  damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500, n_newton: int = 30,
+                  method: str = "anderson", memory: int = 5, branch: str = "", multistart: bool | str = "verify",
+                  jacobian: str = "implicit") -> ReplicaResult:
+    r"""Fixed point of the map F (:func:`evaluate_map`) from ``init`` (six numbers), to ``max|F(x) - x| < tol``.
+
+    ``method="damped"``: ``x <- damping x + (1 - damping) F(x)``.
+
+    ``method="anderson"`` (default): Anderson acceleration, type II with mixing ``beta = 1 - damping`` and the last
+    ``memory`` differences (Walker & Ni, SIAM J. Numer. Anal. 49, 1715 (2011), eq. (2.1)/Alg. AA; Anderson, J. ACM
+    12, 547 (1965))::
+
+        g_j = F(x_j) - x_j,   gamma = argmin |g_j - dG gamma|_2,   x_{j+1} = x_j + beta g_j - (dX + beta dG) gamma
+
+    with dX, dG the differences of the stored iterates and residuals. ``multistart``: the inner problem from one
+    start (omega^k) or from 2L + 1 starts (:func:`_starts`, the global minimum of non-convex proximal problems);
+    "verify" (default) iterates with one start, then continues with all starts from that point (one evaluation
+    when no sample had a lower minimum elsewhere). Safeguards: the history is cleared and the
+    plain damped step taken when the accelerated point leaves the physical set (V_a <= 0), or when its residual is
+    more than 10 times the current one; q_a is projected onto q_a >= m_a^2. If F is invalid at a trial point
+    (lambda + V_hat <= 0, see :func:`evaluate_map`), the step is halved towards the current point (up to 20 times).
+    """
+    _check_args(alpha, lam_k, lam_v, damping)
+    if method not in ("anderson", "damped"):
+        raise ValueError(f"method must be 'anderson' or 'damped', got {method!r}")
+    if memory < 1:
+        raise ValueError(f"Anderson memory must be >= 1, got {memory}")
+    if multistart not in (True, False, "verify"):
+        raise ValueError(f"multistart must be True, False or 'verify', got {multistart!r}")
+
+    def F_with(ms):
+        return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jacobian, ms)
+
+
+    def result(x, v, res, n, status):
+        o = Order(*(float(t) for t in x))
+        obj = v.train_loss + (lam_k * o.q_k + lam_v * o.q_v) / (2 * alpha)
+        return ReplicaResult(o, v.train_loss, res, n, status == "converged", branch, status, obj,
+                             v.inner_unconverged, v.nonconvex, float(alpha), float(lam_k), float(lam_v),
+                             v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se)
+
+    x = _feasible(init)
+    if x is None:
+        raise ValueError(f"initial order parameters need V_k, V_v > 0 and finite values, got {tuple(init)}")
+    if multistart != "verify":
+        return result(*fixed_point(F_with(bool(multistart)), x, _feasible, damping, tol, max_iter, method, memory))
+    x1, v1, res, n1, status = fixed_point(F_with(False), x, _feasible, damping, tol, max_iter, method, memory)
+    if status != "converged":
+        x1 = x  # the single-start iteration failed: start the multistart one afresh
+    # the single-start fixed point is one of the multistart map when no sample has a lower local minimum there
+    x2, v2, res, n2, status = fixed_point(F_with(True), x1, _feasible, damping, tol, max(max_iter - n1, 1),
+                                          method, memory)
+    return result(x2, v2, res, n1 + n2, status)
+
+
+def fixed_point(F, x, feasible, damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500,
+                method: str = "anderson", memory: int = 5):
+    """Safeguarded Anderson (or damped) iteration for ``x = F(x).order`` (see :func:`solve_replica`).
+
+    ``F(x)`` returns an object with ``.order`` (the new point, NaN where undefined) and ``.valid``; ``feasible(x)``
+    projects a trial point onto the admissible set or returns None. Returns ``(x, F(x), residual, evaluations,
+    status)`` with status "converged" (then x is F of the last iterate), "max_iter", "invalid" or "bad_start"."""
+    v = F(x)
+    n_eval = 1
+    if not v.valid:
+        return x, v, math.inf, n_eval, "bad_start"
+    beta = 1.0 - damping
+    dX, dG = [], []
+    x_prev = g_prev = None
+    while True:
+        g = v.order - x
+        res = float(np.max(np.abs(g)))
         if res < tol:
-            return ReplicaResult(Order(*fx), train, res, it, True)
-    return ReplicaResult(Order(*x), train, res, max_iter, False)
+            return v.order, v, res, n_eval, "converged"
+        if n_eval >= max_iter:
+            return x, v, res, n_eval, "max_iter"
+        if method == "anderson" and x_prev is not None:
+            dX.append(x - x_prev)
+            dG.append(g - g_prev)
+            del dX[:-memory], dG[:-memory]
+        cand = None
+        if method == "anderson" and dG:
+            Gm, Xm = np.stack(dG, 1), np.stack(dX, 1)
+            gamma = np.linalg.lstsq(Gm, g, rcond=1e-12)[0]
+            cand = feasible(x + beta * g - (Xm + beta * Gm) @ gamma)
+            if cand is None:
+                dX.clear(), dG.clear()
+        plain = cand is None
+        if plain:
+            cand = feasible(x + beta * g)
+        for _ in range(20):
+            vc = F(cand)
+            n_eval += 1
+            if vc.valid:
+                break
+            dX.clear(), dG.clear()
+            cand = x + 0.5 * (cand - x)
+        else:
+            return x, v, res, n_eval, "invalid"
+        if not plain and float(np.max(np.abs(vc.order - cand))) > 10 * res:
+            dX.clear(), dG.clear()  # the accelerated step overshot: take the damped step instead
+            cand = feasible(x + beta * g)
+            vc = F(cand)
+            n_eval += 1
+            if not vc.valid:
+                return x, v, res, n_eval, "invalid"
+        x_prev, g_prev = x, g
+        x, v = cand, vc
+
+
+def lambda_path(lam: float, lam_start: float = 1.0, per_decade: int = 2) -> list[float]:
+    """Geometric continuation path from ``lam_start`` to ``lam`` (``per_decade`` steps per factor 10), ending
+    exactly at ``lam``; ``[lam]`` when ``lam >= lam_start``."""
+    if not lam > 0:
+        raise ValueError(f"lambda must be > 0, got {lam}")
+    if lam >= lam_start:
+        return [float(lam)]
+    n = max(1, math.ceil(per_decade * math.log10(lam_start / lam)))
+    return [float(lam_start * (lam / lam_start) ** (i / n)) for i in range(n + 1)]
+
+
+def continue_in_lambda(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
+                       lam_start: float = 1.0, per_decade: int = 2, **kw) -> list[ReplicaResult]:
+    """Continuation in lambda at fixed alpha: solve at ``lam_start`` (or at the target if it is larger), then along
+    a geometric path down to (lam_k, lam_v) (both scaled together), each solve started at the previous fixed
+    point. Stops at the first point that does not converge. Returns every point's result (the last is the
+    target if all converged)."""
+    path = lambda_path(min(lam_k, lam_v), lam_start, per_decade)
+    scale = [p / min(lam_k, lam_v) for p in path]
+    out, x = [], init
+    for s in scale:
+        r = solve_replica(act, alpha, lam_k * s, lam_v * s, samples, x, **kw)
+        out.append(r)
+        if not r.converged:
+            break
+        x = tuple(r.order)
+    return out
+
+
+def standard_starts(model: str, nu, L=None, informed_scale: float | None = None, V0: float = 1.0) -> dict:
+    """The two branch starts: ``informed`` (the oracle of Prop. 4.2: m_k = c_nu, q_k = c_nu^2, m_v = q_v = 1;
+    ``informed_scale`` replaces c_nu, needed for max-SLR nu = inf) and ``uninformed`` (what a random start of norm
+    sqrt(D) has: m ~ 0, q = 1; m = 0.01 to break the sign symmetry)."""
+    c = c_nu(model, nu) if informed_scale is None else float(informed_scale)
+    if not math.isfinite(c):
+        raise ValueError("informed start at nu = inf needs a finite informed_scale")
+    return {"informed": (c, c * c, V0, 1.0, 1.0, V0), "uninformed": (0.01, 1.0, V0, 0.01, 1.0, V0)}
+
+
+class BranchCurve(NamedTuple):
+    """Per-branch results along alpha (``results[branch][i]`` at ``alphas[i]``, the last point of the lambda
+    continuation) and, per alpha, the selected branch: the converged one with the lowest training objective."""
+
+    alphas: tuple
+    results: dict
+    selected: tuple
+
+
+def replica_curve(act: Activation, alphas, lam_k: float, lam_v: float, samples: FrozenSamples, starts: dict,
+                  lam_start: float = 1.0, per_decade: int = 2, **kw) -> BranchCurve:
+    """Branch tracking along alpha: for each start (name -> six numbers), continuation in lambda at the first alpha
+    (from ``lam_start`` down to the target), then continuation in alpha at the target lambda, each point started at
+    the same branch's previous converged fixed point (at a failed point the branch restarts from its start with
+    lambda continuation). Every point carries its convergence report (:class:`ReplicaResult`)."""
+    alphas = tuple(float(a) for a in alphas)
+    if not alphas or any(not a > 0 for a in alphas):
+        raise ValueError(f"every alpha must be > 0, got {alphas}")
+    results = {}
+    for name, init in starts.items():
+        rs, x = [], None
+        for alpha in alphas:
+            if x is None:
+                r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade,
+                                       branch=name, **kw)[-1]
+            else:
+                r = solve_replica(act, alpha, lam_k, lam_v, samples, x, branch=name, **kw)
+                if not r.converged:
+                    r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade,
+                                           branch=name, **kw)[-1]
+            if r.converged and (r.lam_k != lam_k or r.lam_v != lam_v):
+                r = r._replace(converged=False, status="continuation_stopped")
+            rs.append(r)
+            x = tuple(r.order) if r.converged else None
+        results[name] = rs
+    selected = []
+    for i in range(len(alphas)):
+        ok = [(results[n][i].objective, n) for n in results if results[n][i].converged]
+        selected.append(min(ok)[1] if ok else "")
+    return BranchCurve(alphas, results, tuple(selected))
 
 
 def ridge_fixed_point(alpha: float, lam: float, noise_std: float = 0.0):
@@ -220,3 +528,103 @@ def ridge_fixed_point(alpha: float, lam: float, noise_std: float = 0.0):
     a = alpha * V**2 / (1 + V) ** 2
     q = (m * m + a * (1 + noise_std**2 - 2 * m)) / (1 - a)
     return m, q, V
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Bayes-optimal fixed point for spiked-SLR (spec 4.3)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@jax.jit
+def _bo_hats(q, alpha, sqrt_nu, noise_var, samples: FrozenSamples):
+    r"""q_hat_a = alpha E[sum_l (g^a_l)^2] over the frozen samples (teacher-centric: omega = q h* + sqrt(q - q^2) xi)."""
+    q_k, q_v = q
+    om_k = q_k * samples.chi + jnp.sqrt(jnp.maximum(q_k - q_k**2, 0.0)) * samples.xi_k
+    om_v = q_v * samples.zeta + jnp.sqrt(jnp.maximum(q_v - q_v**2, 0.0)) * samples.xi_v
+    s2 = noise_var + 1.0 - q_v
+    logit = sqrt_nu * om_k - (samples.y[:, None] - om_v) ** 2 / (2 * s2)
+    pi = jnp.where(samples.mask, jax.nn.softmax(jnp.where(samples.mask, logit, -jnp.inf), axis=-1), 0.0)
+    g_k2 = sqrt_nu**2 * jnp.sum(pi**2, -1)
+    g_v2 = jnp.sum(jnp.where(samples.mask, pi * (samples.y[:, None] - om_v) / s2, 0.0) ** 2, -1)
+    return alpha * jnp.stack([jnp.mean(g_k2), jnp.mean(g_v2)])
+
+
+class BOValue(NamedTuple):
+    order: np.ndarray
+    hats: np.ndarray
+
+    @property
+    def valid(self) -> bool:
+        return bool(np.all(np.isfinite(self.order)))
+
+
+class BOResult(NamedTuple):
+    """Bayes-optimal fixed point (q_k, q_v) (= m_k, m_v by Nishimori) and its convergence report."""
+
+    q_k: float
+    q_v: float
+    residual: float
+    n_iter: int
+    converged: bool
+    status: str
+    branch: str = ""
+    alpha: float = math.nan
+
+
+def solve_bayes_optimal(alpha: float, nu: float, samples: FrozenSamples, noise_std: float = 0.0, init=(0.5, 0.5),
+                        damping: float = 0.3, tol: float = 1e-10, max_iter: int = 500, method: str = "anderson",
+                        branch: str = "") -> BOResult:
+    r"""Bayes-optimal state evolution for spiked-SLR (spec 4.3 [I]; teacher prior N(0, I_D) on k* and v*).
+
+    The likelihood of a sample relative to the Gaussian base measure of the tokens is
+    ``P_out(y | h) = (1/L) sum_eps g_nu(eps, h^k) N(y; h^v_eps, Delta)`` with ``h = X [k*, v*]/sqrt(D)``, a
+    two-index sequence model; with the Nishimori identities (M = Q, V = 1 - Q) and the Gaussian prior::
+
+        q_a = q_hat_a / (1 + q_hat_a),   q_hat_a = alpha E[ sum_l (g^a_l)^2 ],   g = grad_omega log Z_out(y, omega, V)
+        omega_l = q h*_l + sqrt(q - q^2) xi_l              (teacher fields h* = (chi*, zeta*) from the data law)
+        Z_out = (1/L) sum_eps exp(sqrt(nu) omega^k_eps - nu q_k/2) N(y; omega^v_eps, Delta + 1 - q_v)   (closed form)
+        g^k_l = sqrt(nu) pi_l,   g^v_l = pi_l (y - omega^v_l)/(Delta + 1 - q_v),
+        pi_l ∝ exp(sqrt(nu) omega^k_l) N(y; omega^v_l, Delta + 1 - q_v)         (posterior of the location)
+
+    The q_hat formula ``alpha E[g g^T]`` follows from the heat equation for Z_out and Stein's lemma, and does not
+    need ``int P_out dy = 1`` (which fails here: the tilt makes k* weakly visible, sum_l g^k_l = sqrt(nu), so
+    q_hat_k >= alpha nu/L > 0 and there is no q = 0 fixed point). Iterated on the frozen ``samples`` (their
+    ``y`` must carry the label noise ``noise_std``) by :func:`fixed_point`. References for the general sequence
+    multi-index equations: Cui, arXiv 2409.13904 (2025); Troiani et al., arXiv 2502.00901 (2025); for the GLM form
+    Barbier, Krzakala, Macris, Miolane, Zdeborova, PNAS 116, 5451 (2019)."""
+    nu = check_model("spiked", nu)
+    if not alpha > 0 or not math.isfinite(alpha):
+        raise ValueError(f"sample ratio alpha must be finite and > 0, got {alpha}")
+    sqrt_nu, noise_var = math.sqrt(nu), float(noise_std) ** 2
+
+    def F(q):
+        h = np.asarray(_bo_hats(jnp.asarray(q), alpha, sqrt_nu, noise_var, samples))
+        return BOValue(h / (1.0 + h), h)
+
+    def feasible(q):
+        q = np.asarray(q, dtype=np.float64)
+        return np.clip(q, 0.0, 1.0 - 1e-15) if np.all(np.isfinite(q)) else None
+
+    q0 = feasible(init)
+    if q0 is None:
+        raise ValueError(f"initial overlaps must be finite, got {init}")
+    q, _, res, n, status = fixed_point(F, q0, feasible, damping, tol, max_iter, method)
+    return BOResult(float(q[0]), float(q[1]), res, n, status == "converged", status, branch, float(alpha))
+
+
+def bayes_optimal_test_error(key, nu: float, L, q_k: float, q_v: float, n: int, noise_std: float = 0.0):
+    r"""Bayes-optimal test error at the fixed point (spec 4.3), by Monte Carlo on fresh samples: (mean, SE)::
+
+        E_BO = 1 + Delta - q_v E[ |softmax(sqrt(nu) omega^k)|^2 ],   omega^k = q_k chi* + sqrt(q_k - q_k^2) xi
+
+    (the BO predictor is sum_l softmax(sqrt(nu) omega^k)_l omega^v_l; its error is E y^2 - E yhat^2 by Nishimori, and
+    omega^v is independent of omega^k with variance q_v). At q = 1 this is the population Bayes risk (spec 3.3)."""
+    nu = check_model("spiked", nu)
+    if not (0 <= q_k <= 1 and 0 <= q_v <= 1):
+        raise ValueError(f"Bayes-optimal overlaps lie in [0, 1], got {q_k}, {q_v}")
+    ks, kx = jax.random.split(key)
+    s = sample_scores(ks, "spiked", nu, L, n)
+    om = q_k * s.chi + math.sqrt(max(q_k - q_k**2, 0.0)) * jax.random.normal(kx, s.chi.shape)
+    p = jnp.where(s.mask, jax.nn.softmax(jnp.where(s.mask, math.sqrt(nu) * om, -jnp.inf), axis=-1), 0.0)
+    vals = 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1)
+    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))

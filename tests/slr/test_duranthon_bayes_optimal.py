@@ -1,0 +1,86 @@
+"""Bayes-optimal state evolution for spiked-SLR (spec 4.3): closed-form limits, the population limit, monotonicity,
+and the ordering BO <= ERM (replica, softmax).
+
+Tolerances: fixed points are converged to a residual of 1e-10 on the overlaps, so closed-form checks use 1e-8;
+test errors are Monte Carlo means compared within 5 standard errors.
+"""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from attnlab.slr.activations import activation
+from attnlab.slr.population import bayes_risk_quad, overlap_risk
+from attnlab.slr.replica import bayes_optimal_test_error, frozen_samples, solve_bayes_optimal, solve_replica
+
+
+def test_L1_is_bayes_optimal_linear_regression():
+    """L = 1: the location is known and the v-sector is Gaussian linear regression with a N(0, 1) prior, whose BO
+    overlap solves q/(1 - q) = alpha/(Delta + 1 - q) (q_hat = alpha/(Delta + 1 - q), q = q_hat/(1 + q_hat)); the
+    k-sector has g^k = sqrt(nu) exactly, so q_k = alpha nu/(1 + alpha nu) on any sample set. q_v carries the frozen
+    samples' error: 5 SE of the mean over 5 independent sets."""
+    alpha, nu, noise = 1.5, 2.0, 0.5
+    qv = []
+    for seed in range(5):
+        s = frozen_samples(jax.random.key(seed), "spiked", nu, 1, 4000, noise)
+        r = solve_bayes_optimal(alpha, nu, s, noise_std=noise)
+        assert r.converged and r.residual < 1e-10
+        assert abs(r.q_k - alpha * nu / (1 + alpha * nu)) < 1e-8
+        qv.append(r.q_v)
+    # solve q/(1-q) = alpha/(Delta + 1 - q) on (0, 1) by bisection
+    lo, hi, D = 0.0, 1.0, noise**2
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if mid / (1 - mid) < alpha / (D + 1 - mid) else (lo, mid)
+    assert abs(np.mean(qv) - lo) <= 5 * np.std(qv, ddof=1) / math.sqrt(len(qv))
+
+
+def test_noiseless_location_revealed_once_v_is_recovered():
+    """Noiseless labels at alpha = 4 (nu = 1, L = 3): v* is recovered (q_v = 1), so the label reveals the location,
+    pi is one-hot, q_hat_k = alpha nu and q_k = alpha nu/(1 + alpha nu) exactly."""
+    s = frozen_samples(jax.random.key(1), "spiked", 1.0, 3, 2000)
+    r = solve_bayes_optimal(4.0, 1.0, s)
+    assert r.converged
+    assert r.q_v > 1 - 1e-9 and abs(r.q_k - 0.8) < 1e-8
+
+
+def test_large_alpha_reaches_the_population_bayes_risk_and_error_decreases():
+    nu, L, n = 5.0, 2, 200_000
+    s = frozen_samples(jax.random.key(2), "spiked", nu, L, 5000, 0.0)
+    errs, ses = [], []
+    for alpha in (0.5, 1.0, 4.0, 16.0, 1e4):
+        r = solve_bayes_optimal(alpha, nu, s)
+        assert r.converged
+        e, se = bayes_optimal_test_error(jax.random.key(3), nu, L, r.q_k, r.q_v, n)  # common random numbers
+        errs.append(e)
+        ses.append(se)
+    assert all(a > b for a, b in zip(errs, errs[1:])), errs
+    assert errs[0] < 1.0
+    assert abs(errs[-1] - bayes_risk_quad("spiked", nu, L)) <= 5 * ses[-1]
+
+
+def test_bayes_optimal_lies_below_the_erm_replica_curve():
+    """Softmax ERM (replica, lambda = 1, nu = 5, L = 2) at alpha = 4 has a larger test error than BO (5 SE)."""
+    nu, L, alpha = 5.0, 2, 4.0
+    bo = solve_bayes_optimal(alpha, nu, frozen_samples(jax.random.key(4), "spiked", nu, L, 5000))
+    e_bo, se_bo = bayes_optimal_test_error(jax.random.key(5), nu, L, bo.q_k, bo.q_v, 100_000)
+    s = frozen_samples(jax.random.key(6), "spiked", nu, L, 1000)
+    r = solve_replica(activation("softmax"), alpha, 1.0, 1.0, s, (math.sqrt(nu), nu, 1.0, 1.0, 1.0, 1.0))
+    assert r.converged
+    o = r.order
+    e, se = overlap_risk(jax.random.key(7), activation("softmax"), "spiked", nu, L, o.m_k, o.q_k, o.m_v, o.q_v,
+                         100_000)
+    assert e_bo < e - 5 * math.hypot(se, se_bo)
+
+
+def test_bad_input_rejected():
+    s = frozen_samples(jax.random.key(0), "spiked", 1.0, 2, 10)
+    with pytest.raises(ValueError):
+        solve_bayes_optimal(0.0, 1.0, s)
+    with pytest.raises(ValueError):
+        solve_bayes_optimal(1.0, -1.0, s)
+    with pytest.raises(ValueError):
+        bayes_optimal_test_error(jax.random.key(0), 1.0, 2, 1.2, 0.5, 10)
+    assert np.isfinite(solve_bayes_optimal(1.0, 1.0, s).q_k)
