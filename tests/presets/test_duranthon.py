@@ -8,6 +8,7 @@ kappa -> inf; the search stops at kappa_max = 1000, where softplus is within 1e-
 import math
 
 import jax
+import numpy as np
 import pytest
 
 from attnlab.config import resolve_config
@@ -79,5 +80,36 @@ def test_sample_complexity_quick_passes_and_every_fixed_point_converges():
                                  {"model": "spiked", "nu": math.inf}])
 def test_sample_complexity_bad_config_is_rejected(bad):
     p = all_presets()["duranthon-sample-complexity"]
+    with pytest.raises(AttnlabError):
+        resolve_config(p.config_cls, p.quick, bad)
+
+
+def test_sample_complexity_has_the_bayes_optimal_curve_below_erm():
+    ds, (metrics, checks), _ = _run("duranthon-sample-complexity")
+    bo = ds.bo_test_error.values
+    assert bool(ds.bo_converged.all()) and np.all(np.diff(bo) < 0)
+    names = [c.name for c in checks]
+    assert any(n.startswith("Bayes-optimal <= ERM replica") for n in names)
+    assert all(c.passed for c in checks if c.name.startswith("Bayes-optimal"))
+
+
+def test_low_snr_reports_every_point_and_passes_its_control_checks():
+    """Quick size on a short lambda path (1, 0.3: both convex here, so every point converges and the checks apply);
+    the default path goes down to 0.01, where the diagnostics show the two V_hat estimators part."""
+    ds, (metrics, checks), figs = _run("duranthon-low-snr", lams=[1.0, 0.3], n_seeds=2)
+    valid = {"converged", "max_iter", "invalid", "bad_start"}
+    assert set(np.unique(ds.replica_status.values)) <= valid
+    assert metrics["fixed_points_converged_fraction"] == 1.0
+    assert float(ds.replica_residual.max()) < 1e-8
+    assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert any("control" in c.name for c in checks)
+    assert np.isfinite(ds.sim_test_error.values).all() and np.isfinite(ds.sim_objective.values).all()
+    assert set(figs) == {"low_snr_alpha2"}
+
+
+@pytest.mark.parametrize("bad", [{"lams": [1.0, -0.1]}, {"lams": [1.0]}, {"alphas": [0.0]}, {"nu": -1.0},
+                                 {"model": "spiked", "nu": math.inf}, {"jacobians": ["finite-difference"]}])
+def test_low_snr_bad_config_is_rejected(bad):
+    p = all_presets()["duranthon-low-snr"]
     with pytest.raises(AttnlabError):
         resolve_config(p.config_cls, p.quick, bad)

@@ -398,6 +398,26 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                                     5 * math.hypot(sim_se, float(p.replica_test_error_se)),
                                     f"5 SE ({sim.size} ERM seeds, {ds.sizes['set']} frozen sets)"))
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
+        metrics["bo_fixed_points_converged_fraction"] = float(ds.bo_converged.mean())
+        for al in ds.alpha.values:
+            p = ds.sel(alpha=al)
+            bo, bo_se = float(p.bo_test_error), float(p.bo_test_error_se)
+            metrics[f"bo_test_error_alpha{al:g}"] = bo
+            if not math.isfinite(bo):
+                continue
+            # spec 6 item 5: BO lies below every ERM curve, and above the population Bayes risk
+            for a in ds.activation.values:
+                q = p.sel(activation=a)
+                if math.isfinite(float(q.replica_test_error)):
+                    erm = float(q.replica_test_error)
+                    tol = 5 * math.hypot(bo_se, float(q.replica_test_error_se))
+                    checks.append(Check(f"Bayes-optimal <= ERM replica ({a}), alpha={al:g}: max(0, BO - ERM)", 0.0,
+                                        max(0.0, bo - erm), tol, "one-sided, 5 SE"))
+            floor = float(ds.bayes_population)
+            tol = 5 * math.hypot(bo_se, float(ds.bayes_population_se))
+            checks.append(Check(f"Bayes-optimal >= population Bayes risk, alpha={al:g}: max(0, Bayes - BO)", 0.0,
+                                max(0.0, floor - bo), tol, "one-sided, 5 SE"))
     return metrics, checks
 
 
@@ -411,6 +431,8 @@ def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
         sim = p.sim_test_error.values
         ax.errorbar(alphas, sim.mean(1), yerr=sim.std(1, ddof=1) / np.sqrt(sim.shape[1]), fmt="o", color=f"C{a}",
                     capsize=3, label=f"{name}: L-BFGS ERM (mean +- SE)")
+    if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
+        ax.plot(alphas, ds.bo_test_error.values, "k-", lw=1.5, label="Bayes-optimal (spec 4.3)")
     ax.axhline(float(ds.bayes_population), color="k", ls="--", lw=1, label="Bayes risk, alpha = inf")
     ax.set(xlabel="alpha = N/D", ylabel="test error E(y - f)^2", xscale="log",
            title=f"{ds.attrs['model']}-SLR, nu={ds.attrs['nu']:g}, L={ds.attrs['L']}, lambda={ds.attrs['lambda_k']:g}")
@@ -430,9 +452,193 @@ def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
 register(Preset(
     name="duranthon-sample-complexity", paper=PAPER, citation=CITATION, figure="Fig. 3 [I] (at fixed lambda)",
     description="Test error against alpha for softmax and linear attention: replica fixed point (reconstructed spec "
-                "4.2, frozen samples) against L-BFGS ERM at the sqrt(ND) size rule, Bayes floor at alpha = inf.",
+                "4.2, frozen samples, Anderson-accelerated) against L-BFGS ERM at the sqrt(ND) size rule; "
+                "Bayes-optimal curve (spec 4.3, spiked-SLR) and Bayes floor at alpha = inf.",
     config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
     plot=plot_sample_complexity, defaults={},
     quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 300, "sqrt_ND": 150.0, "n_seeds": 3,
            "n_test": 1000, "n_risk": 5000},
+))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# duranthon-low-snr: low nu, decreasing lambda; where and why replica theory and ERM part
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class LowSNRConfig(ExperimentConfig):
+    """Config of ``duranthon-low-snr`` (spiked-SLR by default, nu = 1, L = 3: the paper's low-SNR setting)."""
+
+    model: Literal["spiked", "max"] = "spiked"
+    nu: float = pydantic.Field(1.0, gt=0, description="signal strength (inf allowed for max-SLR)")
+    L: int = pydantic.Field(3, ge=1, description="sequence length")
+    alphas: tuple[float, ...] = pydantic.Field((2.0,), min_length=1)
+    lams: tuple[float, ...] = pydantic.Field((1.0, 0.3, 0.1, 0.03, 0.01), min_length=2,
+                                             description="lambda_k = lambda_v path (continuation, decreasing)")
+    activation: Literal["softmax", "linear"] = "softmax"
+    jacobians: tuple[Literal["implicit", "stein"], ...] = ("implicit", "stein")
+    n_replica: int = pydantic.Field(1000, ge=50, description="frozen samples per replica set")
+    n_sets: int = pydantic.Field(2, ge=2, description="independent frozen sets (their spread gives the SE)")
+    sqrt_ND: float = pydantic.Field(500.0, gt=0, description="simulation size: D = sqrt_ND/sqrt(alpha)")
+    n_seeds: int = pydantic.Field(3, ge=2, description="ERM data sets per alpha (informed and random start each)")
+    n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
+    n_risk: int = pydantic.Field(20_000, ge=1000, description="Monte Carlo samples of the test-error formula")
+    max_iter: int = pydantic.Field(300, ge=10, description="map evaluations per replica point")
+    informed_scale: float = pydantic.Field(5.0, gt=0, description="key scale of the informed start if nu = inf")
+
+    _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
+    _lams = pydantic.field_validator("lams")(classmethod(lambda cls, v: _positive_finite("lambda", v)))
+
+    @pydantic.model_validator(mode="after")
+    def _nu(self):
+        if math.isinf(self.nu) and self.model == "spiked":
+            raise ValueError("nu = inf is defined for max-SLR only")
+        return self
+
+
+def run_low_snr(cfg: LowSNRConfig, key, progress=None) -> xr.Dataset:
+    from attnlab.slr.sample_complexity import low_snr_diagnostics
+
+    scale = cfg.informed_scale if math.isinf(cfg.nu) else None
+    return low_snr_diagnostics(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lams, cfg.activation, cfg.jacobians,
+                               cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
+                               informed_scale=scale, max_iter=cfg.max_iter, progress=progress)
+
+
+def _mean_se(x, axis):
+    x = np.asarray(x, dtype=float)
+    n = np.sum(np.isfinite(x), axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nanmean(x, axis=axis), np.nanstd(x, axis=axis, ddof=1) / np.sqrt(n)
+
+
+def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
+    """Metrics per (alpha, lambda, V_hat estimator, branch): replica test error (mean over frozen sets), ERM test
+    error per start (mean over seeds), their gap, the non-convex fraction and the jump terms' z-scores. Checks: at the
+    largest lambda (the control, where the proximal problem is convex) the replica matches ERM (5 SE) and the jump
+    terms vanish (5 SE); wherever no sample is non-convex the jump terms vanish (5 SE)."""
+    metrics = {"fixed_points_converged_fraction": float(ds.replica_converged.mean())}
+    checks, gaps = [], []
+    lam_max = float(ds.lam.max())
+    for al in ds.alpha.values:
+        for lam in ds.lam.values:
+            p = ds.sel(alpha=al, lam=lam)
+            tag = f"alpha{al:g}_lam{lam:g}"
+            st, st_se = _mean_se(p.sim_test_error.values, -1)  # per start
+            for k, start in enumerate(ds.start.values):
+                metrics[f"sim_test_error_{start}_{tag}"] = float(st[k])
+            so = np.nanmean(p.sim_objective.values, -1)
+            metrics[f"sim_objective_informed_minus_random_{tag}"] = float(so[0] - so[1])
+            for jac in ds.jacobian.values:
+                for br in ds.branch.values:
+                    q = p.sel(jacobian=jac, branch=br)
+                    conv = bool(q.replica_converged.all())
+                    te, te_se = _mean_se(q.replica_test_error.values, 0)
+                    te_se = float(np.hypot(te_se, np.nanmean(q.replica_test_error_se.values)))
+                    key = f"{jac}_{br}_{tag}"
+                    metrics[f"replica_test_error_{key}"] = float(te)
+                    metrics[f"replica_converged_{key}"] = float(conv)
+                    metrics[f"replica_objective_{key}"] = float(q.replica_objective.mean())
+                    metrics[f"nonconvex_fraction_{key}"] = float(q.replica_nonconvex_fraction.mean())
+                    for sec in ("k", "v"):
+                        j = q.replica_jump.sel(jump=f"jump_{sec}").values
+                        js = q.replica_jump.sel(jump=f"jump_{sec}_se").values
+                        z = float(np.nanmax(np.abs(j) / js)) if np.isfinite(j).any() else float("nan")
+                        metrics[f"jump_{sec}_max_z_{key}"] = z
+                    if conv and math.isfinite(float(te)):
+                        gap = float(te) - float(st[0])
+                        metrics[f"gap_vs_informed_erm_{key}"] = gap
+                        gaps.append(abs(gap))
+                        tol = 5 * math.hypot(te_se, float(st_se[0]))
+                        if float(lam) == lam_max and br == "informed":
+                            checks.append(Check(f"replica ({jac} V_hat) vs informed ERM test error, control "
+                                                f"lambda={lam:g}, alpha={al:g}", float(te), float(st[0]), tol,
+                                                f"5 SE ({ds.sizes['seed']} ERM seeds, {ds.sizes['set']} sets)"))
+                    if jac == ds.jacobian.values[0] and conv:
+                        for s in ds.set.values:
+                            r = q.sel(set=s)
+                            if float(r.replica_nonconvex_fraction) == 0.0:
+                                for sec in ("k", "v"):
+                                    j = float(r.replica_jump.sel(jump=f"jump_{sec}"))
+                                    js = float(r.replica_jump.sel(jump=f"jump_{sec}_se"))
+                                    if math.isfinite(j):
+                                        checks.append(Check(f"V_hat_{sec}: Stein = pointwise where every proximal "
+                                                            f"problem is convex ({br}, lambda={lam:g}, alpha={al:g}, "
+                                                            f"set {int(s)})", 0.0, j, 5 * js + ROUND_OFF, "5 SE"))
+    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    return metrics, checks
+
+
+def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
+    lams = ds.lam.values
+    figs = {}
+    for al in ds.alpha.values:
+        p = ds.sel(alpha=al)
+        fig, axes = plt.subplots(1, 4, figsize=(22, 4.6), layout="constrained")
+        ax = axes[0]
+        styles = {"informed": "-", "uninformed": ":"}
+        for j, jac in enumerate(ds.jacobian.values):
+            for br in ds.branch.values:
+                q = p.sel(jacobian=jac, branch=br)
+                te = q.replica_test_error.mean("set").values
+                ax.plot(lams, te, styles.get(br, "--"), color=f"C{j}", marker=".",
+                        label=f"replica, {jac} V_hat, {br} start")
+        for k, start in enumerate(ds.start.values):
+            m, se = _mean_se(p.sim_test_error.sel(start=start).values, -1)
+            ax.errorbar(lams * (1 + 0.04 * (k - 0.5)), m, yerr=se, fmt="os"[k], color="k" if k == 0 else "0.5",
+                        capsize=3, label=f"L-BFGS ERM, {start} start (D={int(p.D)})")
+        ax.set(xscale="log", xlabel="lambda_k = lambda_v", ylabel="test error E(y - f)^2",
+               title=f"{ds.attrs['model']}-SLR nu={ds.attrs['nu']:g} L={ds.attrs['L']} alpha={al:g}: test error")
+        ax.legend(fontsize=6)
+        ax = axes[1]
+        for o, mk in (("m_k", "o"), ("m_v", "s"), ("q_k", "^")):
+            for j, jac in enumerate(ds.jacobian.values):
+                q = p.sel(jacobian=jac, branch="informed")
+                ax.plot(lams, q.replica_order.sel(order=o).mean("set").values, "-", color=f"C{j}", marker=mk,
+                        ms=3, label=f"replica {jac}: {o}")
+            m, se = _mean_se(p.sim_overlaps.sel(start="informed", overlap=o).values, -1)
+            ax.errorbar(lams, m, yerr=se, fmt=mk, color="k", mfc="none", capsize=2, label=f"ERM informed: {o}")
+        ax.set(xscale="log", xlabel="lambda", ylabel="overlap", title="overlaps (informed branch / start)")
+        ax.legend(fontsize=6, ncol=2)
+        ax = axes[2]
+        q = p.sel(jacobian=ds.jacobian.values[0], branch="informed")
+        ax.plot(lams, q.replica_nonconvex_fraction.mean("set").values, "k-o", ms=3,
+                label="fraction of non-convex proximal problems")
+        ax.set(xscale="log", xlabel="lambda", ylabel="fraction of samples",
+               title="non-convexity and the jump term of V_hat (informed)")
+        ax.legend(fontsize=6, loc="upper left")
+        ax2 = ax.twinx()
+        for sec, c in (("k", "C3"), ("v", "C4")):
+            z = np.abs(q.replica_jump.sel(jump=f"jump_{sec}").values) / q.replica_jump.sel(jump=f"jump_{sec}_se").values
+            ax2.plot(lams, np.nanmax(z, axis=-1), "--", color=c, marker="x",
+                     label=f"|Stein - pointwise V_hat_{sec}| / SE (max over sets)")
+        ax2.axhline(5, color="0.6", lw=0.8)
+        ax2.set(ylabel="z-score")
+        ax2.legend(fontsize=6, loc="upper right")
+        ax = axes[3]
+        ax2 = ax.twinx()
+        for j, jac in enumerate(ds.jacobian.values):
+            for br in ds.branch.values:
+                r = p.sel(jacobian=jac, branch=br)
+                ax.plot(lams, r.replica_residual.max("set").values, styles.get(br, "--"), color=f"C{j}", marker="+",
+                        label=f"{jac} V_hat, {br}: max residual")
+                ax2.plot(lams, r.replica_iterations.max("set").values, styles.get(br, "--"), color=f"C{j}",
+                         marker="o", ms=3, alpha=0.4)
+        ax.axhline(1e-8, color="0.6", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlabel="lambda", ylabel="residual max|F(x) - x| (crosses)",
+               title="convergence report (Anderson, tol 1e-8)")
+        ax2.set(ylabel="map evaluations (faint circles)")
+        ax.legend(fontsize=6)
+        figs[f"low_snr_alpha{al:g}"] = fig
+    return figs
+
+
+register(Preset(
+    name="duranthon-low-snr", paper=PAPER, citation=CITATION, figure="Sec. 5 discussion [3P] (low nu, low lambda)",
+    description="Low-SNR regime (spiked nu = 1, L = 3) along a decreasing lambda path: replica fixed points "
+                "(Anderson, continuation, informed and uninformed branches, pointwise and Stein V_hat) against "
+                "L-BFGS ERM from informed and random starts, with per-point solver diagnostics.",
+    config_cls=LowSNRConfig, run=run_low_snr, summarize=summarize_low_snr, plot=plot_low_snr, defaults={},
+    quick={"lams": (1.0, 0.1), "n_replica": 300, "sqrt_ND": 200.0, "n_seeds": 2, "n_test": 1000, "n_risk": 5000,
+           "max_iter": 150},
 ))

@@ -7,7 +7,9 @@ For each activation and each alpha:
   alpha (each set starts from its fixed point at the previous alpha, the first from the informed point); test error
   (spec 3.2 formula) per set, its mean, and an SE combining the spread over sets with the formula's Monte Carlo SE;
 * simulation: L-BFGS ERM (informed start) at ``D = sqrt_ND / sqrt(alpha)``, ``N = alpha D`` (the spec 5 size rule),
-  ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set.
+  ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set;
+* Bayes-optimal (spiked-SLR only, spec 4.3): :func:`attnlab.slr.replica.solve_bayes_optimal` on a frozen set of
+  ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from attnlab.slr.activations import activation
 from attnlab.slr.duranthon_data import sample_sequences, sample_teacher_sqrtD
 from attnlab.slr.erm import fit_erm, fresh_test_error, informed_start, overlaps7
 from attnlab.slr.population import bayes_risk_mc, overlap_risk
-from attnlab.slr.replica import frozen_samples, solve_replica
+from attnlab.slr.replica import bayes_optimal_test_error, frozen_samples, solve_bayes_optimal, solve_replica
 
-__all__ = ["theory_vs_simulation"]
+__all__ = ["theory_vs_simulation", "low_snr_diagnostics"]
 
 _ORDER = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
 _SIM = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")
@@ -33,7 +35,8 @@ _SIM = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")
 def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: float,
                          activations=("softmax", "linear"), n_replica: int = 2000, n_sets: int = 3,
                          sqrt_ND: float = 1000.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 50_000,
-                         informed_scale: float | None = None, tol: float = 1e-8, progress=None) -> xr.Dataset:
+                         informed_scale: float | None = None, tol: float = 1e-8, n_bo: int = 20_000,
+                         progress=None) -> xr.Dataset:
     alphas = [float(a) for a in alphas]
     if any(a <= 0 for a in alphas):
         raise ValueError(f"every alpha must be > 0, got {alphas}")
@@ -41,6 +44,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     rep = np.full((n_a, n_al, n_sets, 6), np.nan)
     rep_train, rep_res = np.full((n_a, n_al, n_sets), np.nan), np.full((n_a, n_al, n_sets), np.nan)
     rep_iter, rep_conv = np.zeros((n_a, n_al, n_sets), int), np.zeros((n_a, n_al, n_sets), bool)
+    rep_status = np.full((n_a, n_al, n_sets), "", dtype=object)
     rep_test, rep_test_se = np.full((n_a, n_al), np.nan), np.full((n_a, n_al), np.nan)
     rep_test_set = np.full((n_a, n_al, n_sets), np.nan)
     sim = np.full((n_a, n_al, n_seeds, 7), np.nan)
@@ -58,6 +62,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                 r = solve_replica(act, alpha, lam_k, lam_v, sets[s], starts[s], tol=tol)
                 rep[a, i, s], rep_train[a, i, s] = np.asarray(r.order), r.train_loss
                 rep_res[a, i, s], rep_iter[a, i, s], rep_conv[a, i, s] = r.residual, r.n_iter, r.converged
+                rep_status[a, i, s] = r.status
                 if r.converged:
                     starts[s] = tuple(r.order)
             per_set, mc_se = [], []
@@ -91,6 +96,19 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
             if progress is not None:
                 progress(done, total)
     bayes, bayes_se = bayes_risk_mc(k_bayes, model, nu, L, n_risk)
+    bo = np.full((n_al, 2), np.nan)
+    bo_test, bo_se = np.full(n_al, np.nan), np.full(n_al, np.nan)
+    bo_res, bo_conv = np.full(n_al, np.nan), np.zeros(n_al, bool)
+    if model == "spiked":
+        bo_set = frozen_samples(jax.random.fold_in(k_bayes, 1), model, nu, L, n_bo)
+        q0 = (0.5, 0.5)
+        for i, alpha in enumerate(alphas):
+            r = solve_bayes_optimal(alpha, nu, bo_set, init=q0)
+            bo[i], bo_res[i], bo_conv[i] = (r.q_k, r.q_v), r.residual, r.converged
+            if r.converged:
+                q0 = (r.q_k, r.q_v)
+                bo_test[i], bo_se[i] = bayes_optimal_test_error(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
+                                                                r.q_v, n_risk)
     u = {"units": "1"}
     data = {
         "replica_order": (("activation", "alpha", "set", "order"), rep, u),
@@ -98,6 +116,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "replica_residual": (("activation", "alpha", "set"), rep_res, u),
         "replica_iterations": (("activation", "alpha", "set"), rep_iter, u),
         "replica_converged": (("activation", "alpha", "set"), rep_conv, u),
+        "replica_status": (("activation", "alpha", "set"), rep_status.astype(str), u),
         "replica_test_error_set": (("activation", "alpha", "set"), rep_test_set, u),
         "replica_test_error": (("activation", "alpha"), rep_test, {**u, "long_name": "spec 3.2, mean over sets"}),
         "replica_test_error_se": (("activation", "alpha"), rep_test_se, u),
@@ -106,9 +125,128 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "sim_test_error": (("activation", "alpha", "seed"), sim_test, {**u, "long_name": "fresh-set test error"}),
         "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
         "bayes_population": ((), bayes, u), "bayes_population_se": ((), bayes_se, u),
+        "bo_overlaps": (("alpha", "bo_order"), bo, {**u, "long_name": "Bayes-optimal (q_k, q_v), spec 4.3"}),
+        "bo_test_error": (("alpha",), bo_test, {**u, "long_name": "Bayes-optimal test error (spiked only)"}),
+        "bo_test_error_se": (("alpha",), bo_se, u),
+        "bo_residual": (("alpha",), bo_res, u), "bo_converged": (("alpha",), bo_conv, u),
     }
     coords = {"activation": list(activations), "alpha": alphas, "set": np.arange(n_sets), "order": list(_ORDER),
-              "seed": np.arange(n_seeds), "overlap": list(_SIM)}
+              "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"]}
     attrs = {"model": model, "nu": float(nu), "L": str(L), "lambda_k": lam_k, "lambda_v": lam_v,
              "sqrt_ND": sqrt_ND, "n_replica": n_replica}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+_JUMP = ("jump_k", "jump_k_se", "jump_v", "jump_v_se")
+
+
+def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: str = "softmax",
+                        jacobians=("implicit", "stein"), n_replica: int = 1000, n_sets: int = 2,
+                        sqrt_ND: float = 500.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 20_000,
+                        informed_scale: float | None = None, tol: float = 1e-8, max_iter: int = 300,
+                        progress=None) -> xr.Dataset:
+    r"""Replica theory against ERM along a decreasing lambda path (lambda_k = lambda_v), the driver of the
+    ``duranthon-low-snr`` preset: where and why theory and simulation part.
+
+    Replica: for each alpha, frozen set, V_hat estimator (``jacobians``: "implicit", the pointwise derivative of the
+    proximal map; "stein", the distributional one, which includes the jumps of f where the proximal problem's
+    global minimiser switches, see :class:`attnlab.slr.replica.MapValue`) and branch (informed and uninformed
+    starts, :func:`attnlab.slr.replica.standard_starts`): continuation along ``lams`` (sorted decreasing), each
+    point started at the previous converged fixed point of the same branch. Every point keeps its convergence report
+    (status, residual, evaluations), the training objective per sample, the fraction of samples whose proximal
+    problem is non-convex, the jump terms of V_hat, and the test error (spec 3.2 formula, Monte Carlo SE).
+
+    ERM: L-BFGS at ``D = sqrt_ND/sqrt(alpha)``, ``N = alpha D``, ``n_seeds`` data sets, from the informed start and
+    from a random start (same data), at every lambda: overlaps, training objective, fresh-set test error."""
+    from attnlab.slr.erm import random_start
+    from attnlab.slr.replica import standard_starts
+
+    alphas = [float(a) for a in alphas]
+    lams = sorted((float(x) for x in lams), reverse=True)
+    if any(a <= 0 for a in alphas) or any(x <= 0 for x in lams):
+        raise ValueError(f"alphas and lambdas must be > 0, got {alphas}, {lams}")
+    act = activation(activation_name)
+    starts = standard_starts(model, nu, informed_scale=informed_scale)
+    branches = list(starts)
+    n_al, n_l, n_j, n_b = len(alphas), len(lams), len(jacobians), len(branches)
+    shp = (n_al, n_l, n_j, n_b, n_sets)
+    order = np.full(shp + (6,), np.nan)
+    res, obj, train, ncvx, inner = (np.full(shp, np.nan) for _ in range(5))
+    jump = np.full(shp + (4,), np.nan)
+    n_iter, conv = np.zeros(shp, int), np.zeros(shp, bool)
+    status = np.full(shp, "", dtype=object)
+    test, test_se = np.full(shp, np.nan), np.full(shp, np.nan)
+    sim = np.full((n_al, n_l, 2, n_seeds, 7), np.nan)
+    sim_obj, sim_train, sim_test = (np.full((n_al, n_l, 2, n_seeds), np.nan) for _ in range(3))
+    sizes = np.zeros((n_al, 2), int)
+    k_rep, k_sim, k_risk = jax.random.split(key, 3)
+    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica) for s in range(n_sets)]
+    c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
+    total, done = n_al * (n_j * n_b * n_sets + 1), 0
+    for i, alpha in enumerate(alphas):
+        for j, jac in enumerate(jacobians):
+            for b, name in enumerate(branches):
+                for s in range(n_sets):
+                    x = starts[name]
+                    for m, lam in enumerate(lams):
+                        r = solve_replica(act, alpha, lam, lam, sets[s], x, tol=tol, max_iter=max_iter,
+                                          branch=name, jacobian=jac)
+                        idx = (i, m, j, b, s)
+                        order[idx], res[idx], obj[idx], train[idx] = r.order, r.residual, r.objective, r.train_loss
+                        ncvx[idx], inner[idx], n_iter[idx], conv[idx] = (r.nonconvex, r.inner_unconverged,
+                                                                         r.n_iter, r.converged)
+                        status[idx] = r.status
+                        jump[idx] = [getattr(r, f) for f in _JUMP]
+                        if r.converged:
+                            x = tuple(r.order)
+                            o = r.order
+                            test[idx], test_se[idx] = overlap_risk(jax.random.fold_in(k_risk, 100 * i + m), act,
+                                                                   model, nu, L, o.m_k, max(o.q_k, o.m_k**2), o.m_v,
+                                                                   max(o.q_v, o.m_v**2), n_risk)
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+        D = max(4, int(round(sqrt_ND / math.sqrt(alpha))))
+        N = max(2, int(round(alpha * D)))
+        sizes[i] = (D, N)
+        for seed in range(n_seeds):
+            kt, kd, kf, kr = jax.random.split(jax.random.fold_in(k_sim, 1000 * i + seed), 4)
+            k_star, v_star = sample_teacher_sqrtD(kt, D)
+            bt = sample_sequences(kd, k_star, v_star, model, nu, L, N)
+            inits = (informed_start(k_star, v_star, model, nu, scale=c0), random_start(kr, D))
+            for m, lam in enumerate(lams):
+                for st, init in enumerate(inits):
+                    e = fit_erm(act, bt.X, bt.mask, bt.y, lam, lam, *init)
+                    o = overlaps7(e.k, e.v, k_star, v_star)
+                    sim[i, m, st, seed] = np.asarray(o)
+                    sim_train[i, m, st, seed] = e.train_loss
+                    sim_obj[i, m, st, seed] = e.train_loss + lam * (float(o.q_k) + float(o.q_v)) / (2 * alpha)
+                    sim_test[i, m, st, seed] = fresh_test_error(kf, act, e.k, e.v, k_star, v_star, model, nu, L,
+                                                                n_test, chunk=N)[0]
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    u = {"units": "1"}
+    rd = ("alpha", "lam", "jacobian", "branch", "set")
+    sd = ("alpha", "lam", "start", "seed")
+    data = {
+        "replica_order": (rd + ("order",), order, u),
+        "replica_residual": (rd, res, u), "replica_iterations": (rd, n_iter, u),
+        "replica_converged": (rd, conv, u), "replica_status": (rd, status.astype(str), u),
+        "replica_objective": (rd, obj, {**u, "long_name": "E[r^2/2] + lambda (q_k + q_v)/(2 alpha)"}),
+        "replica_train_loss": (rd, train, u),
+        "replica_nonconvex_fraction": (rd, ncvx, {**u, "long_name": "samples with several local minima"}),
+        "replica_inner_unconverged": (rd, inner, u),
+        "replica_jump": (rd + ("jump",), jump, {**u, "long_name": "Stein minus pointwise V_hat, with SE"}),
+        "replica_test_error": (rd, test, u), "replica_test_error_se": (rd, test_se, u),
+        "sim_overlaps": (sd + ("overlap",), sim, u),
+        "sim_train_loss": (sd, sim_train, u), "sim_objective": (sd, sim_obj, u),
+        "sim_test_error": (sd, sim_test, {**u, "long_name": "fresh-set test error"}),
+        "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
+    }
+    coords = {"alpha": alphas, "lam": lams, "jacobian": list(jacobians), "branch": branches,
+              "set": np.arange(n_sets), "order": list(_ORDER), "jump": list(_JUMP), "start": ["informed", "random"],
+              "seed": np.arange(n_seeds), "overlap": list(_SIM)}
+    attrs = {"model": model, "nu": float(nu), "L": str(L), "activation": activation_name, "sqrt_ND": sqrt_ND,
+             "n_replica": n_replica}
     return xr.Dataset(data, coords=coords, attrs=attrs)
