@@ -6,7 +6,8 @@ Throughput is in run-steps per second (one RGD step of one (repeat, link, start)
 ``ratio_vs_reference`` (preset RGD throughput / reference throughput) and ``total_preset_s`` (the whole preset:
 simulation, theory, checks' inputs). Numbers are indicative on a shared machine.
 
-Usage: ``python bench/softmax_rgd.py [--quick] [--ref-steps 200]``
+Usage: ``python bench/softmax_rgd.py [--quick] [--ref-steps 200] [--token-dtype float32]``; compile time is counted
+in the preset's RGD time (set ``ATTNLAB_JAX_CACHE=off`` to count a first run's compilation in full).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 
 import jax
@@ -45,9 +47,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ref-steps", type=int, default=200)
+    ap.add_argument("--token-dtype", choices=("float64", "float32"), default="float64",
+                    help="the preset's token_dtype (the reference always runs in float64)")
     args = ap.parse_args()
     p = all_presets()["dohmatob-rgd"]
-    cfg = resolve_config(p.config_cls, p.quick if args.quick else None, {})
+    cfg = resolve_config(p.config_cls, p.quick if args.quick else None, {"token_dtype": args.token_dtype})
 
     # time the RGD part of the preset separately by wrapping run_rgd
     rgd_s = []
@@ -62,10 +66,10 @@ def main():
     import attnlab.presets.dohmatob as mod
 
     mod.run_rgd = timed
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     ds = p.run(cfg, jax.random.key(0))
     p.summarize(ds, cfg)
-    total = time.perf_counter() - t
+    total, total_cpu = time.perf_counter() - t, time.process_time() - cpu
     mod.run_rgd = orig
     run_steps = cfg.n_repeats * len(cfg.links) * 2 * cfg.n_steps
     preset_tp = run_steps / rgd_s[0]
@@ -76,7 +80,9 @@ def main():
     print(f"devices: {jax.devices()}; x64: {jnp.zeros(1).dtype}")
     print(json.dumps({"ratio_vs_reference": preset_tp / ref_tp, "total_preset_s": total, "rgd_s": rgd_s[0],
                       "preset_run_steps_per_s": preset_tp, "reference_run_steps_per_s": ref_tp,
-                      "quick": args.quick, "note": "shared machine: indicative"}))
+                      "total_preset_cpu_s": total_cpu, "token_dtype": args.token_dtype, "quick": args.quick,
+                      "load_average_1min": os.getloadavg()[0],
+                      "jax_cache": os.environ.get("ATTNLAB_JAX_CACHE", "default")}))
 
 
 if __name__ == "__main__":

@@ -62,3 +62,38 @@ def test_figure2_reproduction_numbers_linear_link():
     assert 0.0 < test[3, 1] < 0.02 and test[3, 1] < test[1, 1]
     # random start: stuck on the plateau p(mu) ~ 0
     assert abs(float(o[3, 0, 0])) < 0.2 and test[3, 0] > 1.0 and train[3, 0] < 0.8 * train[0, 0]
+
+
+def test_closed_form_gradient_matches_autodiff():
+    """The hand-written gradient of the K joint losses (two token matmuls) equals jax.grad, any elementwise link."""
+    from attnlab.slr.empirical import _joint_losses, _joint_value_and_grad
+
+    d, L, n, K = 9, 6, 30, 4
+    links = ("linear", "quadratic", "relu", jnp.tanh)
+    kx, ky, kw = jax.random.split(jax.random.key(5), 3)
+    X = jax.random.normal(kx, (n, L, d))
+    Y = jax.random.normal(ky, (K, n))
+    W = jax.random.normal(kw, (d, 2 * K)) / math.sqrt(d)
+    lam = 2.5
+    loss, G = _joint_value_and_grad(W, X.reshape(n * L, d), X.reshape(n * L, d).T, Y, lam, links)
+    gU, gV = jax.grad(lambda U, V: jnp.sum(_joint_losses(U, V, X, Y, lam, links)), argnums=(0, 1))(W[:, :K].T, W[:, K:].T)
+    np.testing.assert_allclose(loss, _joint_losses(W[:, :K].T, W[:, K:].T, X, Y, lam, links), rtol=1e-13)
+    np.testing.assert_allclose(G, jnp.concatenate([gU, gV]).T, rtol=1e-11, atol=1e-13)
+
+
+def test_float32_token_products_move_the_iterates_by_round_off_only():
+    """token_dtype=float32 (float64 softmax, residuals, parameters): over 300 steps at the Figure 2 scale of lambda the
+    overlaps with the float64 run differ by far less than their sampling spread (~1/sqrt(n) = 0.03)."""
+    d, L, n, g, eps, s = 40, 10, 400, 1 / math.sqrt(2), 0.1, 0.01
+    kt, kd, km = jax.random.split(jax.random.key(7), 3)
+    us, vs = sample_teacher(kt, d)
+    b = sample_dohmatob(kd, us, vs, n, L, g, eps)
+    u0 = init_with_overlap(km, us, 0.5, d)[None, None]
+    v0 = init_with_overlap(jax.random.fold_in(km, 1), vs, 0.0, d)[None, None]
+    args = (u0, v0, b.X[None], b.y[None, None], math.sqrt(d), s, 300, 100, ("linear",))
+    hi, lo = run_rgd(*args), run_rgd(*args, token_dtype=jnp.float32)
+    o_hi = overlaps5(hi.u[0, -1, 0], hi.v[0, -1, 0], us, vs)
+    o_lo = overlaps5(lo.u[0, -1, 0], lo.v[0, -1, 0], us, vs)
+    assert float(o_hi[1]) > 0.9  # it learned: the comparison is along a moving trajectory
+    assert float(jnp.max(jnp.abs(o_hi - o_lo))) < 1e-4
+    np.testing.assert_allclose(lo.train_loss, hi.train_loss, rtol=1e-4)

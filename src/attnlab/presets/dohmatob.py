@@ -34,6 +34,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +50,7 @@ from attnlab.slr.dynamics import init_sphere
 from attnlab.slr.empirical import frame_predict, init_with_overlap, overlaps5, run_rgd
 from attnlab.slr.flows import field5, integrate
 from attnlab.slr.meanfield import DohmatobModel, localisation_probability, mean_field_risk, rem_constants_alpha
-from attnlab.slr.softmax import LINKS, softmax_attention
+from attnlab.slr.softmax import LINKS, get_link, softmax_attention
 
 CITATION = "Dohmatob, NeurIPS 2025"
 OVERLAPS = ("mu", "nu", "eta", "zeta", "rho")
@@ -83,6 +84,9 @@ class RGDConfig(ExperimentConfig):
     mu0: float = pydantic.Field(0.5, gt=-1, lt=1, description="initial mu of the 'mu0' start")
     links: tuple[str, ...] = ("linear", "quadratic", "relu")
     n_test_rd: int = pydantic.Field(2000, ge=100, description="R^d test set per repeat for the in-frame cross-check")
+    token_dtype: Literal["float64", "float32"] = pydantic.Field(
+        "float64", description="precision of the two token products per RGD step (softmax, residuals and parameters "
+        "stay float64); float32 halves the step time, its effect on the iterates is bounded in tests/slr")
 
     @pydantic.field_validator("links")
     @classmethod
@@ -100,28 +104,37 @@ class RGDConfig(ExperimentConfig):
 
 
 def _prepare(key, cfg: RGDConfig):
-    """Per repeat: teacher, training tokens shared by every link (same key, labels through each link), starts."""
+    """Per repeat: teacher, training tokens shared by every link (labels through each link from the same draw of the
+    secret token and label noise: exactly :func:`sample_dohmatob` with the same key, sampled once), starts."""
     kt, kd, ki, km = jax.random.split(key, 4)
     u_star, v_star = sample_teacher(kt, cfg.d)
-    X = sample_dohmatob(kd, u_star, v_star, cfg.n_train, cfg.L, cfg.gamma, cfg.eps).X
-    Y = jnp.stack([sample_dohmatob(kd, u_star, v_star, cfg.n_train, cfg.L, cfg.gamma, cfg.eps, link).y
-                   for link in cfg.links])
+    b = sample_dohmatob(kd, u_star, v_star, cfg.n_train, cfg.L, cfg.gamma, cfg.eps)
+    Y = jnp.stack([_relabel(kd, b, v_star, cfg.eps, link) for link in cfg.links])
     u_r, v_r = init_sphere(ki, cfg.d)
     u_m = init_with_overlap(km, u_star, cfg.mu0, cfg.d)
-    return u_star, v_star, X, Y, u_r, v_r, u_m
+    return u_star, v_star, b.X, Y, u_r, v_r, u_m
+
+
+def _relabel(key, batch, v_star, eps, link):
+    """The labels :func:`sample_dohmatob` draws with ``key`` for ``link``, from an already sampled batch."""
+    xi = jax.random.normal(jax.random.split(key, 4)[3], batch.y.shape)
+    secret = jnp.take_along_axis(batch.X, batch.J0[:, None, None], axis=1)[:, 0]
+    return get_link(link)(secret @ v_star) + eps * xi
 
 
 def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     k_data, k_test, k_rd = jax.random.split(key, 3)
     lam = cfg.beta * math.sqrt(cfg.d)
     links, nl, ns = cfg.links, len(cfg.links), len(STARTS)
-    u_star, v_star, X, Y, u_r, v_r, u_m = jax.vmap(lambda k: _prepare(k, cfg))(jax.random.split(k_data, cfg.n_repeats))
+    u_star, v_star, X, Y, u_r, v_r, u_m = jax.jit(jax.vmap(lambda k: _prepare(k, cfg)))(
+        jax.random.split(k_data, cfg.n_repeats))
     # runs per repeat: k = link index * 2 + start index (random, mu0); v starts at the same random point
     U0 = jnp.stack([u for _ in links for u in (u_r, u_m)], axis=1)
     V0 = jnp.stack([v_r for _ in links for _ in STARTS], axis=1)
     Yk = jnp.repeat(Y, ns, axis=1)
     run_links = tuple(link for link in links for _ in STARTS)
-    log = run_rgd(U0, V0, X, Yk, lam, cfg.step_size, cfg.n_steps, cfg.log_every, run_links, progress)
+    log = run_rgd(U0, V0, X, Yk, lam, cfg.step_size, cfg.n_steps, cfg.log_every, run_links, progress,
+                  token_dtype=jnp.dtype(cfg.token_dtype))
     o = jax.vmap(jax.vmap(jax.vmap(overlaps5, in_axes=(0, 0, None, None)), in_axes=(0, 0, None, None)))(
         log.u, log.v, u_star, v_star)  # (R, T, K, 5)
     steps = np.arange(cfg.n_steps // cfg.log_every + 1) * cfg.log_every
@@ -163,16 +176,15 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
             progress(li + 1, nl)
 
     # cross-check of the in-frame held-out estimator: a fixed R^d test set per repeat, at the final iterates
-    def rd_test(key, us, vs, u, v):
-        losses = []
-        for k, link in enumerate(run_links):
-            b = sample_dohmatob(key, us, vs, cfg.n_test_rd, cfg.L, cfg.gamma, cfg.eps, link)
-            losses.append((softmax_attention(b.X, u[k], v[k], cfg.beta, link) - b.y) ** 2 - cfg.eps**2)
-        losses = jnp.stack(losses)
+    def rd_test(key, us, vs, u, v):  # one R^d test set per repeat: the same tokens for every run
+        b = sample_dohmatob(key, us, vs, cfg.n_test_rd, cfg.L, cfg.gamma, cfg.eps)
+        losses = jnp.stack([(softmax_attention(b.X, u[k], v[k], cfg.beta, link)
+                             - _relabel(key, b, vs, cfg.eps, link)) ** 2 - cfg.eps**2
+                            for k, link in enumerate(run_links)])
         return jnp.mean(losses, axis=-1), jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test_rd)
 
-    rd, rd_se = jax.lax.map(lambda a: rd_test(*a), (jax.random.split(k_rd, cfg.n_repeats), u_star, v_star,
-                                                     log.u[:, -1], log.v[:, -1]))
+    rd, rd_se = jax.jit(lambda *a: jax.lax.map(lambda t: rd_test(*t), a))(
+        jax.random.split(k_rd, cfg.n_repeats), u_star, v_star, log.u[:, -1], log.v[:, -1])
 
     def split(x):  # (R, T, K, ...) -> (link, start, step, repeat, ...)
         x = np.asarray(x)
