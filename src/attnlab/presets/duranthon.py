@@ -483,7 +483,7 @@ class LowSNRConfig(ExperimentConfig):
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM data sets per alpha (informed and random start each)")
     n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
     n_risk: int = pydantic.Field(20_000, ge=1000, description="Monte Carlo samples of the test-error formula")
-    max_iter: int = pydantic.Field(300, ge=10, description="map evaluations per replica point")
+    max_iter: int = pydantic.Field(200, ge=10, description="map evaluations per replica point")
     informed_scale: float = pydantic.Field(5.0, gt=0, description="key scale of the informed start if nu = inf")
 
     _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))

@@ -143,7 +143,7 @@ _JUMP = ("jump_k", "jump_k_se", "jump_v", "jump_v_se")
 def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: str = "softmax",
                         jacobians=("implicit", "stein"), n_replica: int = 1000, n_sets: int = 2,
                         sqrt_ND: float = 500.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 20_000,
-                        informed_scale: float | None = None, tol: float = 1e-8, max_iter: int = 300,
+                        informed_scale: float | None = None, tol: float = 1e-8, max_iter: int = 200,
                         progress=None) -> xr.Dataset:
     r"""Replica theory against ERM along a decreasing lambda path (lambda_k = lambda_v), the driver of the
     ``duranthon-low-snr`` preset: where and why theory and simulation part.
@@ -152,7 +152,8 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     proximal map; "stein", the distributional one, which includes the jumps of f where the proximal problem's
     global minimiser switches, see :class:`attnlab.slr.replica.MapValue`) and branch (informed and uninformed
     starts, :func:`attnlab.slr.replica.standard_starts`): continuation along ``lams`` (sorted decreasing), each
-    point started at the previous converged fixed point of the same branch. Every point keeps its convergence report
+    point started at the previous fixed point of the same branch; after a point that does not converge the rest of
+    that path is marked "continuation_stopped". Every point keeps its convergence report
     (status, residual, evaluations), the training objective per sample, the fraction of samples whose proximal
     problem is non-convex, the jump terms of V_hat, and the test error (spec 3.2 formula, Monte Carlo SE).
 
@@ -189,6 +190,9 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
                 for s in range(n_sets):
                     x = starts[name]
                     for m, lam in enumerate(lams):
+                        if x is None:  # the path broke at a larger lambda: no start on this branch
+                            status[i, m, j, b, s] = "continuation_stopped"
+                            continue
                         r = solve_replica(act, alpha, lam, lam, sets[s], x, tol=tol, max_iter=max_iter,
                                           branch=name, jacobian=jac)
                         idx = (i, m, j, b, s)
@@ -197,8 +201,8 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
                                                                          r.n_iter, r.converged)
                         status[idx] = r.status
                         jump[idx] = [getattr(r, f) for f in _JUMP]
+                        x = tuple(r.order) if r.converged else None
                         if r.converged:
-                            x = tuple(r.order)
                             o = r.order
                             test[idx], test_se[idx] = overlap_risk(jax.random.fold_in(k_risk, 100 * i + m), act,
                                                                    model, nu, L, o.m_k, max(o.q_k, o.m_k**2), o.m_v,
