@@ -1,6 +1,7 @@
 """Benchmark of one step of the particle model (d = 3, SA, beta = 30): the blocked kernels against dense attention.
 
-Reports pair interactions per second (N^2 / wall time of one Euler step, best of a few repeats, after compilation)
+Reports pair interactions per second (N^2 / wall time of one Euler step, after compilation; best of 10-15 repeats
+at N = 1e4, of 2 at 5e4)
 for N in {1e4, 5e4}, float32 and float64, with the default kernel (``method="auto"``: the a-priori-shift kernel,
 see attnlab/particles/attention.py); the online-softmax kernel (``method="online"``) and dense JAX attention (N x N
 softmax materialised) at N = 1e4 only (dense at 5e4 needs 10 GB in float32); the peak resident memory of a float32
@@ -46,7 +47,7 @@ def _step_fn(kind, dtype, block_q=1024, block_k=2048):
     return jax.jit(step)
 
 
-def time_step(n, kind, dtype, repeats=3, **blocks):
+def time_step(n, kind, dtype, repeats=10, **blocks):
     x = uniform_sphere(jax.random.key(0), n, 3)
     f = _step_fn(kind, dtype, **blocks)
     f(x).block_until_ready()
@@ -78,7 +79,7 @@ def main(quick=False):
     results = {}
     for n in ([10_000] if quick else [10_000, 50_000]):
         for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
-            _report(results, "blocked", name, n, *time_step(n, "blocked", dtype, repeats=5 if n <= 10_000 else 1))
+            _report(results, "blocked", name, n, *time_step(n, "blocked", dtype, repeats=15 if n <= 10_000 else 2))
     _report(results, "online", "float32", 10_000, *time_step(10_000, "online", jnp.float32))
     for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
         _report(results, "dense", name, 10_000, *time_step(10_000, "dense", dtype))
