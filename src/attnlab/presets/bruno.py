@@ -16,7 +16,7 @@ are chosen here and flagged "[U, chosen]" in each preset's description and figur
   size (5e4 tokens, 250 steps: 6.25e11 pair interactions); the quick run uses beta = 20, N = 2000, T = 1.
 
 Full-size runs use the float32 kernel (tokens and observables stay float64): on the shared 2-core machine a float64
-step runs at about a third of the float32 rate. Quick runs use float64.
+step runs at about a quarter of the float32 rate (bench/particles.py). Quick runs use float64.
 * Fig. 4: Q = Id, K = V = S = diag(1, 1, 0.5) (Q^T K = V = S); four azimuth components, means (0, 1, 2.6, 4.4) rad,
   equal weights, variance 0.04, latitude uniform on [-pi/4, pi/4]; dt = 1e-2 growing to 0.05 on log-spaced
   snapshots up to T = 100. The closest pair (1 rad apart) pairs on the time scale e^{beta (1 - cos 1)} ~ 1e2 times
