@@ -9,10 +9,11 @@ iteration map is deterministic)::
     q_hat_a = alpha E|f^a|^2,  V_hat_a = -alpha E[sum_l df^a_l/domega^a_l],  m_hat_a = alpha E[f^a . h*^a] + m_a V_hat_a
     V_a = 1/(lambda_a + V_hat_a),   m_a = m_hat_a V_a,   q_a = (m_hat_a^2 + q_hat_a) V_a^2
 
-Proximal problem. Monotone modified Newton (Hessian eigenvalues |.| floored at ``1/(2 V_k)``, best of a few trial
-step lengths, a final full Newton step) from omega^k, or from 2L + 1 starts (omega^k and omega^k +- sqrt(V_k)(1+|y|)
-e_l) keeping the lowest value: at small lambda V_k is large and the problem is non-convex for a few per cent of the
-samples, where one start from omega^k misses the global minimum (tested against a brute-force grid).
+Proximal problem. Monotone modified Newton (positive Hessian eigenvalues floored at ``0.01/V_k``, negative ones
+replaced by ``max(|.|, 0.5/V_k)``, best of a few trial step lengths, early stop at |grad| <= 1e-12, then a final
+full Newton step) from omega^k, or from 2L + 1 starts (omega^k and omega^k +- sqrt(V_k)(1+|y|) e_l) keeping the
+lowest value: at small lambda V_k is large and the problem is non-convex for a few per cent of the samples, where
+one start from omega^k misses the global minimum (tested against a brute-force grid).
 
 V_hat integrand. "implicit": the implicit function theorem at the proximal point; "unrolled": forward mode through
 the Newton steps (equal to implicit once converged); "stein": Stein's lemma ``E[sum_l df_l/domega_l] =
@@ -78,7 +79,8 @@ from attnlab.slr.duranthon_data import c_nu, check_model, length_law, sample_sco
 
 __all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "evaluate_map", "MapValue", "ReplicaResult",
            "solve_replica", "lambda_path", "continue_in_lambda", "standard_starts", "BranchCurve", "replica_curve",
-           "ridge_fixed_point", "fixed_point", "solve_bayes_optimal", "BOResult", "bayes_optimal_test_error"]
+           "ridge_fixed_point", "fixed_point", "secant_predictor", "solve_bayes_optimal", "BOResult",
+           "bayes_optimal_test_error"]
 
 
 class Order(NamedTuple):
@@ -149,6 +151,10 @@ def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0, qmc: 
 
 
 _STEPS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01)  # trial lengths of the monotone Newton line search
+AUTO_IMPLICIT_BUDGET = 60  # map evaluations of the pointwise estimator before jacobian="auto" switches to Stein
+NEWTON_STOP = 1e-12  # the inner Newton iteration stops when max |grad J| falls below this
+HESS_FLOOR = 0.01  # positive Hessian eigenvalues of the inner problem are floored at HESS_FLOOR / V_k
+NEG_CURV_FLOOR = 0.5  # negative ones are replaced by max(|.|, NEG_CURV_FLOOR / V_k): short steps out of concave regions
 INNER_GTOL = 1e-7  # |grad J| above this at the returned point: the sample's proximal problem did not converge
 
 
@@ -183,17 +189,22 @@ def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
         g = jnp.where(mask, jax.grad(J)(chi), 0.0)
         H = jnp.where(mm, jax.hessian(J)(chi), eye)
         lam, U = jnp.linalg.eigh(H)
-        lam = jnp.maximum(jnp.abs(lam), 0.5 / V_k)
+        lam = jnp.where(lam > 0, jnp.maximum(lam, HESS_FLOOR / V_k), jnp.maximum(-lam, NEG_CURV_FLOOR / V_k))
         return -U @ ((U.T @ g) / lam)
 
-    def step(chi, _):
+    def step(chi):
         cands = chi[None] + steps[:, None] * direction(chi)[None]
         Jc = jax.vmap(J)(cands)
         b = jnp.argmin(Jc)
-        return jnp.where(Jc[b] < J(chi), cands[b], chi), None
+        return jnp.where(Jc[b] < J(chi), cands[b], chi)
+
+    def gmax(x):
+        return jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
 
     def run(x0):
-        x, _ = jax.lax.scan(step, x0, None, length=n_newton)
+        # at most n_newton steps, stopping once |grad J| <= NEWTON_STOP (under vmap: once every sample has)
+        _, x = jax.lax.while_loop(lambda c: (c[0] < n_newton) & (gmax(c[1]) > NEWTON_STOP),
+                                  lambda c: (c[0] + 1, step(c[1])), (0, x0))
         # a final full Newton step, kept unless it raises J beyond round-off: at a converged minimum it leaves x in
         # place and makes forward-mode derivatives through the steps equal the implicit-function ones
         xn = x + direction(x)
@@ -205,7 +216,9 @@ def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
 
 def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
     """chi_hat for one sample: the lowest of the local minima reached from :func:`_starts` by monotone modified Newton
-    (Hessian eigenvalues |.| floored at 1/(2 V_k), best of the trial steps ``_STEPS``)."""
+    (positive Hessian eigenvalues floored at HESS_FLOOR/V_k, negative ones replaced by max(|.|, NEG_CURV_FLOOR/V_k);
+    best of the trial steps ``_STEPS``): the small floor keeps quadratic convergence at nearly degenerate minima, the
+    larger one keeps steps out of concave regions short, so that one start lands in its nearest local minimum."""
     xs, Js, _ = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
     return xs[jnp.argmin(Js)]
 
@@ -355,7 +368,7 @@ class ReplicaResult(NamedTuple):
     ``objective`` is the training objective per sample at the fixed point, ``E[r^2/2] + (lambda_k q_k + lambda_v
     q_v)/(2 alpha)`` (the RS ground-state energy: the ERM minimiser is the branch with the lowest value);
     ``inner_unconverged`` / ``nonconvex`` / ``jump_*`` are the map's diagnostics (:class:`MapValue`) at the
-    returned point."""
+    returned point, ``jacobian`` the V_hat estimator used."""
 
     order: Order
     train_loss: float
@@ -374,6 +387,7 @@ class ReplicaResult(NamedTuple):
     jump_k_se: float = math.nan
     jump_v: float = math.nan
     jump_v_se: float = math.nan
+    jacobian: str = ""
 
 
 def _check_args(alpha, lam_k, lam_v, damping):
@@ -397,7 +411,7 @@ def _feasible(x) -> np.ndarray | None:
 def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
                   damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500, n_newton: int = 30,
                   method: str = "anderson", memory: int = 5, branch: str = "", multistart: bool | str = "verify",
-                  jacobian: str = "implicit") -> ReplicaResult:
+                  jacobian: str = "auto") -> ReplicaResult:
     r"""Fixed point of the map F (:func:`evaluate_map`) from ``init`` (six numbers), to ``max|F(x) - x| < tol``.
 
     ``method="damped"``: ``x <- damping x + (1 - damping) F(x)``.
@@ -415,6 +429,13 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     plain damped step taken when the accelerated point leaves the physical set (V_a <= 0), or when its residual is
     more than 10 times the current one; q_a is projected onto q_a >= m_a^2. If F is invalid at a trial point
     (lambda + V_hat <= 0, see :func:`evaluate_map`), the step is halved towards the current point (up to 20 times).
+
+    ``jacobian``: the V_hat estimator of :func:`evaluate_map`, or "auto" (default): the pointwise implicit one
+    (exact per sample, lowest variance where the proximal problems are convex) for at most
+    ``AUTO_IMPLICIT_BUDGET`` evaluations, then, if that did not converge, Stein's from ``init`` (bounded integrand:
+    near a fold of the proximal map the implicit derivative is heavy-tailed and a single frozen sample can stall the
+    iteration; where minimisers switch the Stein form is also the correct, distributional one). The estimator that
+    produced the fixed point is reported in ``ReplicaResult.jacobian``; ``n_iter`` counts every evaluation.
     """
     _check_args(alpha, lam_k, lam_v, damping)
     if method not in ("anderson", "damped"):
@@ -424,29 +445,41 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     if multistart not in (True, False, "verify"):
         raise ValueError(f"multistart must be True, False or 'verify', got {multistart!r}")
 
-    def F_with(ms):
-        return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jacobian, ms)
+    if jacobian not in ("implicit", "unrolled", "stein", "auto"):
+        raise ValueError(f"jacobian must be 'implicit', 'unrolled', 'stein' or 'auto', got {jacobian!r}")
 
+    def F_with(ms, jac):
+        return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, ms)
 
-    def result(x, v, res, n, status):
+    def result(x, v, res, n, status, jac):
         o = Order(*(float(t) for t in x))
         obj = v.train_loss + (lam_k * o.q_k + lam_v * o.q_v) / (2 * alpha)
         return ReplicaResult(o, v.train_loss, res, n, status == "converged", branch, status, obj,
                              v.inner_unconverged, v.nonconvex, float(alpha), float(lam_k), float(lam_v),
-                             v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se)
+                             v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se, jac)
+
+    def attempt(x, jac, budget):
+        if multistart != "verify":
+            return fixed_point(F_with(bool(multistart), jac), x, _feasible, damping, tol, budget, method, memory)
+        x1, v1, r1, n1, status = fixed_point(F_with(False, jac), x, _feasible, damping, tol, budget, method, memory)
+        if status != "converged":
+            return x1, v1, r1, n1, status
+        # the single-start fixed point is one of the multistart map when no sample has a lower local minimum there
+        x2, v2, res, n2, status = fixed_point(F_with(True, jac), x1, _feasible, damping, tol, max(budget - n1, 1),
+                                              method, memory)
+        return x2, v2, res, n1 + n2, status
 
     x = _feasible(init)
     if x is None:
         raise ValueError(f"initial order parameters need V_k, V_v > 0 and finite values, got {tuple(init)}")
-    if multistart != "verify":
-        return result(*fixed_point(F_with(bool(multistart)), x, _feasible, damping, tol, max_iter, method, memory))
-    x1, v1, res, n1, status = fixed_point(F_with(False), x, _feasible, damping, tol, max_iter, method, memory)
-    if status != "converged":
-        x1 = x  # the single-start iteration failed: start the multistart one afresh
-    # the single-start fixed point is one of the multistart map when no sample has a lower local minimum there
-    x2, v2, res, n2, status = fixed_point(F_with(True), x1, _feasible, damping, tol, max(max_iter - n1, 1),
-                                          method, memory)
-    return result(x2, v2, res, n1 + n2, status)
+    if jacobian != "auto":
+        return result(*attempt(x, jacobian, max_iter), jacobian)
+    first = min(max_iter, AUTO_IMPLICIT_BUDGET)
+    out = attempt(x, "implicit", first)
+    if out[4] == "converged" or first >= max_iter:
+        return result(*out, "implicit")
+    x2, v2, res, n2, status = attempt(x, "stein", max_iter - out[3])
+    return result(x2, v2, res, out[3] + n2, status, "stein")
 
 
 def fixed_point(F, x, feasible, damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500,
@@ -543,6 +576,18 @@ def standard_starts(model: str, nu, L=None, informed_scale: float | None = None,
     return {"informed": (c, c * c, V0, 1.0, 1.0, V0), "uninformed": (0.01, 1.0, V0, 0.01, 1.0, V0)}
 
 
+def secant_predictor(points, params, target):
+    """Continuation predictor: the next start from the last two converged fixed points ``points`` at ``params``
+    (e.g. alphas), linear in log(param); the last point if fewer than two or if the prediction leaves the physical
+    set (V_a <= 0)."""
+    if len(points) < 2:
+        return tuple(points[-1])
+    (x0, x1), (p0, p1) = (np.asarray(points[-2]), np.asarray(points[-1])), params[-2:]
+    t = (math.log(target) - math.log(p1)) / (math.log(p1) - math.log(p0))
+    x = _feasible(x1 + t * (x1 - x0))
+    return tuple(x) if x is not None else tuple(x1)
+
+
 class BranchCurve(NamedTuple):
     """Per-branch results along alpha (``results[branch][i]`` at ``alphas[i]``, the last point of the lambda
     continuation) and, per alpha, the selected branch: the converged one with the lowest training objective."""
@@ -556,20 +601,22 @@ def replica_curve(act: Activation, alphas, lam_k: float, lam_v: float, samples: 
                   lam_start: float = 1.0, per_decade: int = 2, **kw) -> BranchCurve:
     """Branch tracking along alpha: for each start (name -> six numbers), continuation in lambda at the first alpha
     (from ``lam_start`` down to the target), then continuation in alpha at the target lambda, each point started at
-    the same branch's previous converged fixed point (at a failed point the branch restarts from its start with
-    lambda continuation). Every point carries its convergence report (:class:`ReplicaResult`)."""
+    the secant prediction from the same branch's last two converged fixed points (:func:`secant_predictor`; at a
+    failed point the branch restarts from its start with lambda continuation). Every point carries its convergence
+    report (:class:`ReplicaResult`)."""
     alphas = tuple(float(a) for a in alphas)
     if not alphas or any(not a > 0 for a in alphas):
         raise ValueError(f"every alpha must be > 0, got {alphas}")
     results = {}
     for name, init in starts.items():
-        rs, x = [], None
+        rs, x, done, at = [], None, [], []
         for alpha in alphas:
             if x is None:
                 r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade,
                                        branch=name, **kw)[-1]
             else:
-                r = solve_replica(act, alpha, lam_k, lam_v, samples, x, branch=name, **kw)
+                r = solve_replica(act, alpha, lam_k, lam_v, samples, secant_predictor(done, at, alpha), branch=name,
+                                  **kw)
                 if not r.converged:
                     r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade,
                                            branch=name, **kw)[-1]
@@ -577,6 +624,7 @@ def replica_curve(act: Activation, alphas, lam_k: float, lam_v: float, samples: 
                 r = r._replace(converged=False, status="continuation_stopped")
             rs.append(r)
             x = tuple(r.order) if r.converged else None
+            done, at = (done + [x], at + [alpha]) if r.converged else ([], [])
         results[name] = rs
     selected = []
     for i in range(len(alphas)):
