@@ -93,6 +93,7 @@ def test_sample_complexity_has_the_bayes_optimal_curve_below_erm():
     assert all(c.passed for c in checks if c.name.startswith("Bayes-optimal"))
 
 
+@pytest.mark.slow
 def test_low_snr_reports_every_point_and_passes_its_control_checks():
     """Quick size on a short lambda path (1, 0.3: both convex here, so every point converges and the checks apply);
     the default path goes down to 0.01, where the diagnostics show the two V_hat estimators part."""

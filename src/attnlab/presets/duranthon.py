@@ -477,8 +477,9 @@ class LowSNRConfig(ExperimentConfig):
                                              description="lambda_k = lambda_v path (continuation, decreasing)")
     activation: Literal["softmax", "linear"] = "softmax"
     jacobians: tuple[Literal["implicit", "stein"], ...] = ("implicit", "stein")
-    n_replica: int = pydantic.Field(1000, ge=50, description="frozen samples per replica set")
+    n_replica: int = pydantic.Field(1024, ge=50, description="frozen samples per replica set")
     n_sets: int = pydantic.Field(2, ge=2, description="independent frozen sets (their spread gives the SE)")
+    qmc: bool = pydantic.Field(True, description="frozen sets by scrambled Sobol (independent scrambles) or MC")
     sqrt_ND: float = pydantic.Field(500.0, gt=0, description="simulation size: D = sqrt_ND/sqrt(alpha)")
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM data sets per alpha (informed and random start each)")
     n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
@@ -502,7 +503,7 @@ def run_low_snr(cfg: LowSNRConfig, key, progress=None) -> xr.Dataset:
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
     return low_snr_diagnostics(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lams, cfg.activation, cfg.jacobians,
                                cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
-                               informed_scale=scale, max_iter=cfg.max_iter, progress=progress)
+                               informed_scale=scale, max_iter=cfg.max_iter, qmc=cfg.qmc, progress=progress)
 
 
 def _mean_se(x, axis):
@@ -639,6 +640,6 @@ register(Preset(
                 "(Anderson, continuation, informed and uninformed branches, pointwise and Stein V_hat) against "
                 "L-BFGS ERM from informed and random starts, with per-point solver diagnostics.",
     config_cls=LowSNRConfig, run=run_low_snr, summarize=summarize_low_snr, plot=plot_low_snr, defaults={},
-    quick={"lams": (1.0, 0.1), "n_replica": 300, "sqrt_ND": 200.0, "n_seeds": 2, "n_test": 1000, "n_risk": 5000,
-           "max_iter": 150},
+    quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 2, "n_test": 1000, "n_risk": 5000,
+           "max_iter": 100},
 ))

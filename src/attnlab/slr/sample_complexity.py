@@ -144,7 +144,7 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
                         jacobians=("implicit", "stein"), n_replica: int = 1000, n_sets: int = 2,
                         sqrt_ND: float = 500.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 20_000,
                         informed_scale: float | None = None, tol: float = 1e-8, max_iter: int = 200,
-                        progress=None) -> xr.Dataset:
+                        qmc: bool = False, progress=None) -> xr.Dataset:
     r"""Replica theory against ERM along a decreasing lambda path (lambda_k = lambda_v), the driver of the
     ``duranthon-low-snr`` preset: where and why theory and simulation part.
 
@@ -181,7 +181,7 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     sim_obj, sim_train, sim_test = (np.full((n_al, n_l, 2, n_seeds), np.nan) for _ in range(3))
     sizes = np.zeros((n_al, 2), int)
     k_rep, k_sim, k_risk = jax.random.split(key, 3)
-    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica) for s in range(n_sets)]
+    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica, qmc=qmc) for s in range(n_sets)]
     c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
     total, done = n_al * (n_j * n_b * n_sets + 1), 0
     for i, alpha in enumerate(alphas):
@@ -252,5 +252,5 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
               "set": np.arange(n_sets), "order": list(_ORDER), "jump": list(_JUMP), "start": ["informed", "random"],
               "seed": np.arange(n_seeds), "overlap": list(_SIM)}
     attrs = {"model": model, "nu": float(nu), "L": str(L), "activation": activation_name, "sqrt_ND": sqrt_ND,
-             "n_replica": n_replica}
+             "n_replica": n_replica, "frozen_samples": "scrambled Sobol (QMC)" if qmc else "Monte Carlo"}
     return xr.Dataset(data, coords=coords, attrs=attrs)
