@@ -7,11 +7,31 @@ It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, 
 ``~/.cache/attnlab/jax``; set the variable to ``off`` to disable it): the presets' run time is dominated by XLA
 compilation on small machines, and a second run of the same program, in any process, loads it from disk.
 Cached executables are the same programs, so results are unchanged.
+
+And it asks XLA's CPU backend for LLVM optimisation level 1 (``--xla_backend_optimization_level=1`` appended to
+``XLA_FLAGS`` unless that flag is already set, before JAX starts its backend): compile times fall by 1.3-8x on the
+presets' programs (e.g. a vmapped ``jax.random.normal`` 2.6 s -> 0.3 s) while the measured run times of the
+particle kernel, the Marion PGD/SGD presets and the Dohmatob RGD step were unchanged (commit message has the
+numbers). Set ``XLA_FLAGS=--xla_backend_optimization_level=3`` to get XLA's default back.
 """
 
 import os as _os
 
-import jax as _jax
+
+def add_xla_flags(*flags: str) -> None:
+    """Append each ``--name=value`` flag to ``XLA_FLAGS`` unless a flag of that name is already there (the user's
+    choice wins). Effective only before JAX initialises its CPU backend (i.e. before the first computation)."""
+    current = _os.environ.get("XLA_FLAGS", "")
+    for flag in flags:
+        name = flag.split("=", 1)[0]
+        if name not in current:
+            current = f"{current} {flag}".strip()
+    _os.environ["XLA_FLAGS"] = current
+
+
+add_xla_flags("--xla_backend_optimization_level=1")
+
+import jax as _jax  # noqa: E402
 
 _jax.config.update("jax_enable_x64", True)
 
@@ -26,4 +46,4 @@ if _cache.lower() not in ("", "off", "0", "none"):
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "add_xla_flags"]

@@ -127,7 +127,9 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
     n = workers or os.cpu_count() or 1
     # One XLA thread per worker process: workers do not fight over cores, and every task computes with the same
     # threading whatever the number of workers (bit-for-bit determinism).
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    from attnlab import add_xla_flags
+
+    add_xla_flags("--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1")
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
                            silence_logs=50)
     return Client(cluster)
