@@ -35,7 +35,7 @@ from attnlab.presets import Check, Preset, register
 from attnlab.width import distances as dist
 from attnlab.width.exact import sample_first_token_sweep, sample_scores
 from attnlab.width.finite import sample_reference, sample_reference_scores
-from attnlab.width.limit import limit_moments, sample_limit_first
+from attnlab.width.limit import limit_moments
 
 CITATION = "Sakai, Karakida, Imaizumi, NeurIPS 2025 (arXiv:2506.00846)"
 SPEC_SECOND_MOMENT = {"clip": 0.3918, "relu": 0.2548}  # spec 2.6 [C], 4e6-draw Monte Carlo, +-0.0001
@@ -115,30 +115,22 @@ def _kde_rows(rows, grid):
 
 def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref):
     """Exact draws ``(y, v)`` (len(widths) + 3, seeds, samples): the widths, the reference width, then two independent
-    limit samples (theory and null). Clip inputs: one compiled program, the limit being the width n = inf."""
+    limit samples (theory and null), all from one compiled program (the limit being the width n = inf)."""
     S, N, s, act = cfg.n_seeds, cfg.n_samples, cfg.n_tokens, cfg.input_activation
     n_ref = cfg.reference_width
     low_rank = cfg.head_width is not None
     ws = list(widths) + [n_ref]
     ds = list(head_widths) + [d_ref if low_rank else n_ref]
-    if act == "clip" and min(ws) >= s:
-        y, v = sample_first_token_sweep(key, widths=ws + [math.inf] * 2, head_widths=ds + [math.inf] * 2, n_heads=H,
-                                        n_tokens=s, activation=act, n_samples=N, n_seeds=S)
-        return np.moveaxis(np.asarray(y), 1, 0), np.moveaxis(np.asarray(v), 1, 0)
-    kf, kl = jax.random.split(key)
-    y, v = sample_first_token_sweep(kf, widths=ws, head_widths=ds if low_rank else None, n_heads=H, n_tokens=s,
-                                    activation=act, n_samples=N, n_seeds=S)
-    yl, vl = sample_limit_first(kl, n_heads=H, n_tokens=s, activation=act, n_samples=N, n_seeds=2 * S)
-    yl, vl = np.asarray(yl).reshape(2, S, N), np.asarray(vl).reshape(2, S, N)
-    return (np.concatenate([np.moveaxis(np.asarray(y), 1, 0), yl]),
-            np.concatenate([np.moveaxis(np.asarray(v), 1, 0), vl]))
+    y, v = sample_first_token_sweep(key, widths=ws + [math.inf] * 2, head_widths=ds + [math.inf] * 2, n_heads=H,
+                                    n_tokens=s, activation=act, n_samples=N, n_seeds=S)
+    return np.moveaxis(np.asarray(y), 1, 0), np.moveaxis(np.asarray(v), 1, 0)
 
 
 def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact):
     """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments."""
     ref = np.asarray(sample_reference(key, n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens,
                                       activation=cfg.input_activation, head_width=d, n_samples=cfg.n_reference,
-                                      batch_size=32))[:, 0, 0]
+                                      batch_size=1024))[:, 0, 0]
     ex = np.asarray(exact)
     ks, _ = dist.ks_w1(jnp.asarray(ref), jnp.asarray(ex))
     return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),
@@ -193,14 +185,17 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     kde_kl_gauss = np.array([[kl(k_lim_[h, s], k_gau[h, s]) for s in range(S)] for h in range(len(heads))])
     tick(2 * len(heads) + 1)
 
-    # KS and W1: per seed, pooled over seeds, bootstrap on seed 0; null floor from two limit samples
-    def ksw(a, b):
-        return tuple(float(t) for t in dist.ks_w1(jnp.asarray(a), jnp.asarray(b)))
+    # KS and W1: per seed, pooled over seeds, bootstrap on seed 0; null floor from two limit samples. Each family of
+    # comparisons is one vmapped call (rows of finite-vs-limit pairs, then the limit-vs-limit null pairs)
+    def ksw_rows(a, b):
+        return np.stack([np.asarray(t) for t in dist.ks_w1_rows(jnp.asarray(a), jnp.asarray(b))], -1)
 
-    per_seed = np.array([[ksw(y_fin[c, s], y_lim[hidx[c], s]) for s in range(S)] for c in range(C)])
-    per_seed_null = np.array([[ksw(y_lim[h, s], y_null[h, s]) for s in range(S)] for h in range(len(heads))])
-    pooled = np.array([ksw(y_fin[c].ravel(), y_lim[hidx[c]].ravel()) for c in range(C)])
-    pooled_null = np.array([ksw(y_lim[h].ravel(), y_null[h].ravel()) for h in range(len(heads))])
+    seed_rows = ksw_rows(np.concatenate([y_fin.reshape(C * S, N), y_lim.reshape(nh * S, N)]),
+                         np.concatenate([y_lim[hidx].reshape(C * S, N), y_null.reshape(nh * S, N)]))
+    per_seed, per_seed_null = seed_rows[:C * S].reshape(C, S, 2), seed_rows[C * S:].reshape(nh, S, 2)
+    pooled_rows = ksw_rows(np.concatenate([y_fin.reshape(C, S * N), y_lim.reshape(nh, S * N)]),
+                           np.concatenate([y_lim[hidx].reshape(C, S * N), y_null.reshape(nh, S * N)]))
+    pooled, pooled_null = pooled_rows[:C], pooled_rows[C:]
     boot = np.array([np.asarray(dist.bootstrap_ks_w1(jax.random.fold_in(k_boot, c), jnp.asarray(y_fin[c, 0]),
                                                      jnp.asarray(y_lim[hidx[c], 0]), cfg.n_boot)) for c in range(C)])
     boot_ci = np.percentile(boot, [2.5, 97.5], axis=-1)  # (2, C, 2 stats)

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["official_grid", "kde", "kde_kl", "ks_w1", "bootstrap_ks_w1", "ks_critical", "rb_density", "rb_cdf",
-           "kl_quadrature", "KDE_FLOOR"]
+__all__ = ["official_grid", "kde", "kde_kl", "ks_w1", "ks_w1_rows", "bootstrap_ks_w1", "poisson1", "ks_critical",
+           "rb_density", "rb_cdf", "kl_quadrature", "KDE_FLOOR"]
 
 KDE_FLOOR = 1e-12
 
@@ -84,13 +84,30 @@ def ks_w1(x, y):
     return _ks_w1_weighted(zs, is_x, one, one)
 
 
+# CDF of Poisson(1) at k = 0..19; it is 1.0 in float64 from k = 18 on (tail below 1e-17)
+_POISSON1_CDF = tuple(float(x) for x in np.cumsum([math.exp(-1.0) / math.factorial(k) for k in range(20)]))
+
+
+def poisson1(key, shape):
+    """Poisson(1) draws by inversion of its CDF table (one uniform each; about 10x faster on CPU than
+    ``jax.random.poisson``): ``k = #{j : F(j) <= u}``."""
+    u = jax.random.uniform(key, shape)
+    return sum((u >= c).astype(jnp.float64) for c in _POISSON1_CDF if c < 1.0)
+
+
+@jax.jit
+def ks_w1_rows(x, y):
+    """:func:`ks_w1` of each pair of rows ``(x[i], y[i])``: ``(ks, w1)``, each (rows,); one vmapped program."""
+    return jax.vmap(ks_w1)(x, y)
+
+
 @functools.partial(jax.jit, static_argnames=("n_boot",))
 def bootstrap_ks_w1(key, x, y, n_boot: int = 200):
     """Poisson-bootstrap replicates of ``(ks, w1)``, each (n_boot,): every network gets a Poisson(1) weight."""
     zs, is_x = _pooled(x, y)
 
     def one(k):
-        w = jax.random.poisson(k, 1.0, zs.shape).astype(jnp.float64)
+        w = poisson1(k, zs.shape)
         return _ks_w1_weighted(zs, is_x, w, w)
 
     return jax.lax.map(one, jax.random.split(key, n_boot))

@@ -65,6 +65,13 @@ def semidefinite_cholesky(G, rtol: float = 1e-12):
     return jnp.stack(cols, -1)
 
 
+def _limit_gram(activation: str, s: int) -> np.ndarray:
+    """The limit input Gram of spec 2.1 (``E psi(Z_i) psi(Z_j)``): I for clip/identity, the uncentred ReLU Gram."""
+    if activation == "relu":
+        return (0.5 - 0.5 / math.pi) * np.eye(s) + 0.5 / math.pi * np.ones((s, s))
+    return np.eye(s)
+
+
 def _wishart_path(n, s: int, activation: str) -> bool:
     """Whether Gamma is drawn from its Wishart law (psi = clip/identity and n >= s); n may then be traced."""
     return activation != "relu" and not (isinstance(n, int) and n < s)
@@ -119,25 +126,93 @@ def input_factor(key, m: int, n, s: int, activation: str):
     return _factor(kx, r, diag, n, s, activation)
 
 
+def _sweep_kinds(widths, n_tokens: int, activation: str):
+    """Static plan of a sweep: per width 0 (Wishart path, n traced), the static n (explicit X) or -1 (limit)."""
+    kinds = []
+    for n in widths:
+        if math.isinf(n):
+            kinds.append(-1)
+        elif _wishart_path(int(n), n_tokens, activation):
+            kinds.append(0)
+        else:
+            kinds.append(int(n))
+    return tuple(kinds)
+
+
+def _sweep_chunk(key, ns, ds, kinds, n_heads: int, s: int, activation: str, m: int, n_seeds: int):
+    """One chunk of a sweep: ``(y, v)`` each (n_seeds, len(kinds), m).
+
+    All the randomness of the chunk comes from two calls: one :func:`chi2` over every finite width (``chi^2_n``, the
+    Bartlett diagonal ``chi^2_{n-i}`` and the 2H query/value norms ``chi^2_d``) and one normal array sliced into the
+    Bartlett off-diagonals, the explicit inputs ``Xi_0`` of the explicit widths, the head logits ``nu`` and the
+    output noise (step 3 of the module docstring). The limit widths (kind -1) draw no chi-square.
+    """
+    S, H, W = n_seeds, n_heads, len(kinds)
+    fin = [w for w, k in enumerate(kinds) if k >= 0]
+    kc, kn = jax.random.split(key)
+    n_chi = 1 + s + 2 * H
+    if fin:
+        nf, df = ns[jnp.asarray(fin)], ds[jnp.asarray(fin)]
+        dfs = jnp.concatenate([nf[:, None], nf[:, None] - jnp.arange(s), jnp.broadcast_to(df[:, None], (len(fin), 2 * H))],
+                              1)
+        safe = jnp.maximum(dfs, 1.0)  # explicit widths with n < s: the unused Bartlett entries get df 1
+        c = chi2(kc, safe, (S, m, len(fin), n_chi)) / safe
+    n_tril = s * (s - 1) // 2
+    wis = [w for w, k in enumerate(kinds) if k == 0]
+    xs = [w for w, k in enumerate(kinds) if k > 0]
+    n_x = s * sum(kinds[w] for w in xs)
+    z = jax.random.normal(kn, (S, m, len(wis) * n_tril + n_x + W * (H * s + 1)))
+    Ls, cqs, cvs = [None] * W, [None] * W, [None] * W
+    ones = jnp.ones((S, m, H))
+    L_inf = jnp.broadcast_to(jnp.asarray(np.linalg.cholesky(_limit_gram(activation, s))), (S, m, s, s))
+    for w, k in enumerate(kinds):
+        if k < 0:
+            Ls[w], cqs[w], cvs[w] = L_inf, ones, ones
+        else:
+            cw = c[:, :, fin.index(w)]
+            cqs[w], cvs[w] = cw[..., 1 + s:1 + s + H], cw[..., 1 + s + H:]
+    if wis:  # L = sqrt(r) (tril(N, -1)/sqrt(n) + diag(sqrt(chi^2_{n-i}/n))), all Wishart widths at once
+        cw = c[:, :, jnp.asarray([fin.index(w) for w in wis])]  # (S, m, Ww, n_chi)
+        n = ns[jnp.asarray(wis)][:, None]
+        sel = np.zeros((n_tril, s, s))
+        sel[np.arange(n_tril), *np.tril_indices(s, -1)] = 1.0
+        low = jnp.einsum("smwk,kij->smwij", z[..., :len(wis) * n_tril].reshape(S, m, len(wis), n_tril), sel)
+        diag = cw[..., 1:1 + s] * (n - jnp.arange(s)) / n
+        B = low / jnp.sqrt(n)[..., None] + jnp.sqrt(diag)[..., None] * jnp.eye(s)
+        Lw = jnp.sqrt(cw[..., 0])[..., None, None] * B
+        for j, w in enumerate(wis):
+            Ls[w] = Lw[:, :, j]
+    i = len(wis) * n_tril
+    for w in xs:  # explicit inputs X = psi(sqrt(r) Xi_0), s x n
+        k = kinds[w]
+        r = c[:, :, fin.index(w), 0]
+        X = psi(jnp.sqrt(r)[..., None, None] * z[..., i:i + s * k].reshape(S, m, s, k), activation)
+        i += s * k
+        if k < s:  # L = X/sqrt(n), padded with zero columns (they add nothing to the logits or to v)
+            Ls[w] = jnp.concatenate([X / math.sqrt(k), jnp.zeros((S, m, s, s - k))], -1)
+        else:
+            Ls[w] = semidefinite_cholesky(X @ jnp.swapaxes(X, -1, -2) / k)
+    L, cq, cv = jnp.stack(Ls, 1), jnp.stack(cqs, 1), jnp.stack(cvs, 1)  # (S, W, m, ...)
+    rest = z[..., i:].reshape(S, m, W, H * s + 1).swapaxes(1, 2)
+    nu = rest[..., :H * s].reshape(S, W, m, H, s)
+    v = _variance(nu, L, cq, cv)
+    return jnp.sqrt(v) * rest[..., -1], v
+
+
+def _variance(nu, L, cq, cv):
+    """``mean_a cv_a |L^T softmax(sqrt(Gamma_00 cq_a) L nu_a)|^2``; ``L`` (..., s, r), ``nu`` (..., H, r)."""
+    g00 = jnp.sum(L[..., 0, :] ** 2, -1)
+    logits = jnp.sqrt(g00[..., None, None] * cq[..., None]) * jnp.einsum("...sr,...hr->...hs", L, nu)
+    sm = jax.nn.softmax(logits, axis=-1)
+    return jnp.mean(cv * jnp.sum(jnp.einsum("...sr,...hs->...hr", L, sm) ** 2, -1), -1)
+
+
 def first_token_variance(key, L, cq, cv):
     """Conditional variance of ``y_0`` given the scores: ``mean_a cv_a |L^T softmax(sqrt(Gamma_00 cq_a) L nu_a)|^2``.
 
     ``L`` (m, s, r); ``cq``, ``cv`` (m, H) are the chi^2_d/d query and value norms (ones in the n -> infinity limit).
     """
-    m, s, r = L.shape
-    nu = jax.random.normal(key, cq.shape + (r,))
-    g00 = jnp.sum(L[:, 0, :] ** 2, -1)
-    logits = jnp.sqrt(g00[:, None, None] * cq[..., None]) * jnp.einsum("msr,mhr->mhs", L, nu)
-    sm = jax.nn.softmax(logits, axis=-1)
-    return jnp.mean(cv * jnp.sum(jnp.einsum("msr,mhs->mhr", L, sm) ** 2, -1), -1)
-
-
-def _draw_first(k, m, n, d, n_heads, n_tokens, activation):
-    """m networks of one config: ``(y_0, v_n)``. n, d may be traced on the Wishart path (clip/identity, n >= s)."""
-    kc, kx, kh, ke = jax.random.split(k, 4)
-    r, diag, cq, cv = _chis(kc, m, n, n_tokens, activation, ((d, n_heads), (d, n_heads)))
-    v = first_token_variance(kh, _factor(kx, r, diag, n, n_tokens, activation), cq, cv)
-    return jnp.sqrt(v) * jax.random.normal(ke, (m,)), v
+    return _variance(jax.random.normal(key, cq.shape + (L.shape[-1],)), L, cq, cv)
 
 
 def chunk_size(n_samples: int, per_sample: int, budget: int = 1 << 22) -> int:
@@ -146,27 +221,23 @@ def chunk_size(n_samples: int, per_sample: int, budget: int = 1 << 22) -> int:
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7, 8))
-def _first_sweep(key, ns, ds, n_static, n_heads, n_tokens, activation, n_samples, n_seeds):
-    n_widths = ns.shape[0]
-    per = 4 * n_heads * n_tokens + n_tokens * (n_static or n_tokens)
-    size = chunk_size(n_samples, n_seeds * n_widths * per)
-    n_chunks = -(-n_samples // size)
-    keys = jax.random.split(key, (n_chunks, n_seeds, n_widths))
-
-    def one(k, n, d):
-        return _draw_first(k, size, n if n_static is None else n_static, d, n_heads, n_tokens, activation)
-
-    out = jax.lax.map(lambda kc: jax.vmap(jax.vmap(one), in_axes=(0, None, None))(kc, ns, ds), keys)
-    return tuple(jnp.moveaxis(x, 0, 2).reshape(n_seeds, n_widths, -1)[..., :n_samples] for x in out)
+def _first_sweep(key, ns, ds, kinds, n_heads, n_tokens, activation, n_samples, n_seeds):
+    s, H, W = n_tokens, n_heads, len(kinds)
+    per = n_seeds * (W * (6 * H * s + 3 * s * s + 8 * (1 + s + 2 * H)) + s * sum(k for k in kinds if k > 0))
+    size = chunk_size(n_samples, per)
+    keys = jax.random.split(key, -(-n_samples // size))
+    out = jax.lax.map(lambda k: _sweep_chunk(k, ns, ds, kinds, H, s, activation, size, n_seeds), keys)
+    return tuple(jnp.moveaxis(x, 0, 2).reshape(n_seeds, W, -1)[..., :n_samples] for x in out)
 
 
 def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, activation: str = "clip",
                              head_widths=None, n_samples: int, n_seeds: int = 1):
     """Exact ``(y, v)`` of shape (n_seeds, len(widths), n_samples) for a sweep of widths (and per-head widths).
 
-    On the Wishart path (clip/identity, every n >= s) all widths and seeds share one compiled, vmapped program whose
-    cost does not depend on n; otherwise (ReLU, or n < s) each width is compiled with its explicit input matrix.
-    A width ``math.inf`` (with head width inf) draws the n -> infinity limit law in the same program (clip only).
+    One compiled program per (pattern of widths, H, s, psi, sizes). On the Wishart path (clip/identity, n >= s) the
+    width enters as a traced value and the cost does not depend on n; other widths (ReLU, or n < s) draw their
+    explicit input matrix (cost O(s n)). A width ``math.inf`` (with head width inf) draws the n -> infinity limit law
+    (input Gram of spec 2.1, unit query/value norms) in the same program.
     """
     def as_num(w):
         if isinstance(w, float) and math.isinf(w):
@@ -180,19 +251,15 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     if len(head_widths) != len(widths):
         raise ValueError(f"head_widths must match widths; got {len(head_widths)} and {len(widths)} entries")
     infinite = [math.isinf(n) or math.isinf(d) for n, d in zip(widths, head_widths)]
-    if any(infinite) and activation == "relu":
-        raise ValueError("an infinite width (the limit law) needs clip/identity inputs; use sample_limit_first")
     for n, d, inf in zip(widths, head_widths, infinite):
         check_model(n=None if inf else n, n_heads=n_heads, n_tokens=n_tokens, activation=activation,
                     head_width=None if inf else d, n_samples=n_samples)
+        if inf and not (math.isinf(n) and math.isinf(d)):
+            raise ValueError(f"the limit law needs both width and head width infinite; got n={n}, head_width={d}")
     check_model(n_samples=n_seeds)
-    if activation in ("clip", "identity") and min(widths) >= n_tokens:
-        return _first_sweep(key, jnp.asarray(widths, jnp.float64), jnp.asarray(head_widths, jnp.float64), None,
-                            n_heads, n_tokens, activation, n_samples, n_seeds)
-    parts = [_first_sweep(k, jnp.asarray([n], jnp.float64), jnp.asarray([d], jnp.float64), n, n_heads, n_tokens,
-                          activation, n_samples, n_seeds)
-             for k, n, d in zip(jax.random.split(key, len(widths)), widths, head_widths)]
-    return tuple(jnp.concatenate([p[i] for p in parts], axis=1) for i in range(2))
+    kinds = _sweep_kinds(widths, n_tokens, activation)
+    return _first_sweep(key, jnp.asarray(widths, jnp.float64), jnp.asarray(head_widths, jnp.float64), kinds,
+                        n_heads, n_tokens, activation, n_samples, n_seeds)
 
 
 def sample_first_token(key, *, n: int, n_heads: int, n_tokens: int = 4, activation: str = "clip",

@@ -31,27 +31,45 @@ from attnlab.width._common import check_model, psi
 __all__ = ["reference_network", "sample_reference", "sample_reference_scores"]
 
 
+def _split_normals(z, n: int, d: int, n_heads: int, n_tokens: int):
+    """Slice one network's flat normal vector into ``h`` (n), ``W_in`` (s, n, n) and the head weights
+    ``W_Q, W_K, W_V`` (H, n, d) and ``W_O`` (H, d, n), all standard (unscaled)."""
+    s, H = n_tokens, n_heads
+    sizes = [n, s * n * n, H * n * d, H * n * d, H * n * d, H * d * n]
+    parts, i = [], 0
+    for size in sizes:
+        parts.append(z[i:i + size])
+        i += size
+    h, W_in, Wq, Wk, Wv, Wo = parts
+    return (h, W_in.reshape(s, n, n), Wq.reshape(H, n, d), Wk.reshape(H, n, d), Wv.reshape(H, n, d),
+            Wo.reshape(H, d, n))
+
+
+def _n_normals(n: int, d: int, n_heads: int, n_tokens: int) -> int:
+    return n + n_tokens * n * n + 4 * n_heads * n * d
+
+
+def _network(z, n: int, n_heads: int, n_tokens: int, activation: str, d: int):
+    """The layer output ``Y`` (s x n) from one network's standard normals ``z`` (the weights, scaled as above)."""
+    h, W_in, Wq, Wk, Wv, Wo = _split_normals(z, n, d, n_heads, n_tokens)
+    X = psi(W_in @ h / math.sqrt(n), activation)  # (s, n): row i is psi(W_i h)
+    Q = jnp.einsum("sn,hnd->hsd", X, Wq) / math.sqrt(n)
+    K = jnp.einsum("sn,hnd->hsd", X, Wk) / math.sqrt(n)
+    V = jnp.einsum("sn,hnd->hsd", X, Wv) / math.sqrt(n)
+    A = jax.nn.softmax(Q @ jnp.swapaxes(K, -1, -2) / math.sqrt(d), axis=-1)
+    return jnp.einsum("hst,htd,hdn->sn", A, V, Wo) / math.sqrt(d) / math.sqrt(n_heads)
+
+
 def reference_network(key, n: int, n_heads: int, n_tokens: int, activation: str = "clip",
                       head_width: int | None = None):
-    """One network draw: the full output ``Y`` (s x n) of the layer, computed in full as the official code does."""
+    """One network draw: the full output ``Y`` (s x n) of the layer, computed in full as the official code does.
+
+    All ``n + s n^2 + 4 H n d`` weights come from one normal draw (one random call: compile time), sliced into
+    ``h``, the ``W_i`` and the per-head ``W_Q, W_K, W_V, W_O``; the heads are batched.
+    """
     d = n if head_width is None else head_width
-    s = n_tokens
-    kh, kw, kheads = jax.random.split(key, 3)
-    h = jax.random.normal(kh, (n,))
-    W_in = jax.random.normal(kw, (s, n, n)) / math.sqrt(n)
-    X = psi(W_in @ h, activation)  # (s, n): row i is psi(W_i h)
-
-    def head(Y, k):
-        kq, kk, kv, ko = jax.random.split(k, 4)
-        Q = X @ (jax.random.normal(kq, (n, d)) / math.sqrt(n))
-        K = X @ (jax.random.normal(kk, (n, d)) / math.sqrt(n))
-        V = X @ (jax.random.normal(kv, (n, d)) / math.sqrt(n))
-        W_O = jax.random.normal(ko, (d, n)) / math.sqrt(d)
-        A = jax.nn.softmax(Q @ K.T / math.sqrt(d), axis=-1)
-        return Y + A @ V @ W_O, None
-
-    Y, _ = jax.lax.scan(head, jnp.zeros((s, n)), jax.random.split(kheads, n_heads))
-    return Y / math.sqrt(n_heads)
+    z = jax.random.normal(key, (_n_normals(n, d, n_heads, n_tokens),))
+    return _network(z, n, n_heads, n_tokens, activation, d)
 
 
 def sample_reference(key, *, n: int, n_heads: int, n_tokens: int = 4, activation: str = "clip",
@@ -59,19 +77,30 @@ def sample_reference(key, *, n: int, n_heads: int, n_tokens: int = 4, activation
     """``n_samples`` independent networks by brute force; returns ``Y[:, :, :n_out]`` of shape (n_samples, s, n_out).
 
     ``Y[:, 0, 0]`` is the official statistic (first token, first output feature). Networks are mapped in batches
-    of ``batch_size`` (``lax.map``) to bound memory at large n.
+    of ``batch_size`` (``lax.map`` over vmapped batches; a batch holds ``batch_size (n + s n^2 + 4 H n d)`` floats,
+    so the batch is reduced at large networks) to bound memory.
     """
     check_model(n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation, head_width=head_width,
                 n_samples=n_samples)
     if not 1 <= n_out <= n:
         raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")
-    return _reference(key, n, n_heads, n_tokens, activation, head_width, n_samples, n_out, min(batch_size, n_samples))
+    d = n if head_width is None else head_width
+    per = 3 * _n_normals(n, d, n_heads, n_tokens)
+    batch = max(1, min(batch_size, n_samples, (1 << 24) // per))
+    return _reference(key, n, n_heads, n_tokens, activation, d, n_samples, n_out, batch)
 
 
 @functools.partial(jax.jit, static_argnums=tuple(range(1, 9)))
-def _reference(key, n, n_heads, n_tokens, activation, head_width, n_samples, n_out, batch_size):
-    one = lambda k: reference_network(k, n, n_heads, n_tokens, activation, head_width)[:, :n_out]
-    return jax.lax.map(one, jax.random.split(key, n_samples), batch_size=batch_size)
+def _reference(key, n, n_heads, n_tokens, activation, d, n_samples, n_out, batch):
+    n_batches = -(-n_samples // batch)
+    total = _n_normals(n, d, n_heads, n_tokens)
+
+    def one_batch(k):
+        z = jax.random.normal(k, (batch, total))
+        return jax.vmap(lambda zz: _network(zz, n, n_heads, n_tokens, activation, d)[:, :n_out])(z)
+
+    out = jax.lax.map(one_batch, jax.random.split(key, n_batches))
+    return out.reshape((-1,) + out.shape[2:])[:n_samples]
 
 
 def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n_samples: int,
@@ -88,13 +117,19 @@ def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str =
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
 def _reference_scores(key, n, n_tokens, activation, n_samples, batch_size):
-    def one(k):
-        kh, kw, kq, kk = jax.random.split(k, 4)
-        h = jax.random.normal(kh, (n,))
-        X = psi((jax.random.normal(kw, (n_tokens, n, n)) / math.sqrt(n)) @ h, activation)
-        Q = X @ (jax.random.normal(kq, (n, n)) / math.sqrt(n))
-        K = X @ (jax.random.normal(kk, (n, n)) / math.sqrt(n))
+    total = n + n_tokens * n * n + 2 * n * n
+    n_batches = -(-n_samples // batch_size)
+
+    def one(z):
+        h, W, Wq, Wk = z[:n], z[n:n + n_tokens * n * n], z[n + n_tokens * n * n:total - n * n], z[total - n * n:]
+        X = psi((W.reshape(n_tokens, n, n) / math.sqrt(n)) @ h, activation)
+        Q = X @ (Wq.reshape(n, n) / math.sqrt(n))
+        K = X @ (Wk.reshape(n, n) / math.sqrt(n))
         g = (Q @ K.T)[0, 0]
         return jnp.stack([g / math.sqrt(n), g / n])
 
-    return jax.lax.map(one, jax.random.split(key, n_samples), batch_size=batch_size)
+    def one_batch(k):
+        return jax.vmap(one)(jax.random.normal(k, (batch_size, total)))
+
+    out = jax.lax.map(one_batch, jax.random.split(key, n_batches))
+    return out.reshape(-1, 2)[:n_samples]

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.width._common import check_model
-from attnlab.width.exact import chunk_size, first_token_variance
+from attnlab.width.exact import _limit_gram, chunk_size, first_token_variance
 
 __all__ = ["input_gram", "sample_limit_first", "sample_limit_tokens", "limit_moments", "relu_logit_variance"]
 
@@ -35,9 +35,7 @@ __all__ = ["input_gram", "sample_limit_first", "sample_limit_tokens", "limit_mom
 def input_gram(activation: str, s: int) -> np.ndarray:
     """The limit input Gram Sigma (s x s) of spec 2.1."""
     check_model(n_tokens=s, activation=activation)
-    if activation == "relu":
-        return (0.5 - 0.5 / math.pi) * np.eye(s) + 0.5 / math.pi * np.ones((s, s))
-    return np.eye(s)  # clip at C = 100: E[clip(Z)^2] = 1 - O(1e-2000)
+    return _limit_gram(activation, s)  # clip at C = 100: E[clip(Z)^2] = 1 - O(1e-2000)
 
 
 def relu_logit_variance() -> float:
