@@ -4,9 +4,11 @@ interaction regime" (NeurIPS 2025, arXiv 2509.25040): Figs 1-4 (spec particles-b
 All runs simulate the paper's discrete model (Eq. (1): one Euler step of size dt plus renormalisation, no explicit
 projection) with the blocked O(N)-memory kernel, SA normalisation; ``--set integrator=bs32`` (with ``tol`` and a
 larger ``dt_max``) integrates the SA ODE instead with adaptive Bogacki-Shampine steps (integrate.simulate_adaptive),
-which reaches the pairing phase's long horizons in far fewer steps. (At N = 400 the quick Fig. 4 run merges in
-[4.5, 7.0] both with bs32 at tol 1e-7 and with Euler at dt = 0.01 or 0.002, against the pairing-ODE prediction 7.9;
-the default Euler schedule, dt up to 0.05 = 0.5 / beta, merges later, in [8.9, 10.8].)
+which reaches the pairing phase's long horizons in far fewer steps. (The quick Fig. 4 run, N = 800, seed 0: the
+default Euler schedule and bs32 both merge between the snapshots t = 4.51 and 6.98, and the pairing-ODE predictions
+from the tracked modes are 6.62 and 6.60, so its merge check does not rest on discretisation error. At N = 400 an
+earlier measurement found Euler with dt up to 0.05 = 0.5 / beta merging later, in [8.9, 10.8], than converged
+integration, in [4.5, 7.0]: keep dt * beta small, or use bs32, when changing the sizes.)
 
 Values the paper leaves unstated ([U] in the spec) are chosen here and flagged "[U, chosen]" in each preset's
 description and figure title:
