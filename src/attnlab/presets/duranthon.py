@@ -581,7 +581,7 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         for j, jac in enumerate(ds.jacobian.values):
             for br in ds.branch.values:
                 q = p.sel(jacobian=jac, branch=br)
-                te = q.replica_test_error.mean("set").values
+                te = q.replica_test_error.where(q.replica_converged).mean("set").values  # converged sets only
                 ax.plot(lams, te, styles.get(br, "--"), color=f"C{j}", marker=".",
                         label=f"replica, {jac} V_hat, {br} start")
         for k, start in enumerate(ds.start.values):
@@ -595,11 +595,13 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         for o, mk in (("m_k", "o"), ("m_v", "s"), ("q_k", "^")):
             for j, jac in enumerate(ds.jacobian.values):
                 q = p.sel(jacobian=jac, branch="informed")
-                ax.plot(lams, q.replica_order.sel(order=o).mean("set").values, "-", color=f"C{j}", marker=mk,
-                        ms=3, label=f"replica {jac}: {o}")
+                conv_o = q.replica_order.sel(order=o).where(q.replica_converged)  # converged sets only
+                ax.plot(lams, conv_o.mean("set").values, "-", color=f"C{j}", marker=mk, ms=3,
+                        label=f"replica {jac}: {o}")
             m, se = _mean_se(p.sim_overlaps.sel(start="informed", overlap=o).values, -1)
             ax.errorbar(lams, m, yerr=se, fmt=mk, color="k", mfc="none", capsize=2, label=f"ERM informed: {o}")
-        ax.set(xscale="log", xlabel="lambda", ylabel="overlap", title="overlaps (informed branch / start)")
+        ax.set(xscale="log", xlabel="lambda", ylabel="overlap",
+               title="overlaps (informed branch / start; replica: converged sets)")
         ax.legend(fontsize=6, ncol=2)
         ax = axes[2]
         q = p.sel(jacobian=ds.jacobian.values[0], branch="informed")
