@@ -636,12 +636,27 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
     return figs
 
 
+def _quiet(fn):
+    """Run ``fn`` without numpy's all-NaN RuntimeWarnings (points on a stopped continuation path are NaN)."""
+    import functools
+    import warnings
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
 register(Preset(
     name="duranthon-low-snr", paper=PAPER, citation=CITATION, figure="Sec. 5 discussion [3P] (low nu, low lambda)",
     description="Low-SNR regime (spiked nu = 1, L = 3) along a decreasing lambda path: replica fixed points "
                 "(Anderson, continuation, informed and uninformed branches, pointwise and Stein V_hat) against "
                 "L-BFGS ERM from informed and random starts, with per-point solver diagnostics.",
-    config_cls=LowSNRConfig, run=run_low_snr, summarize=summarize_low_snr, plot=plot_low_snr, defaults={},
+    config_cls=LowSNRConfig, run=run_low_snr, summarize=_quiet(summarize_low_snr), plot=_quiet(plot_low_snr),
+    defaults={},
     quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 2, "n_test": 1000, "n_risk": 5000,
            "max_iter": 100},
 ))
