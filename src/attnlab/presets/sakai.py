@@ -33,7 +33,7 @@ from attnlab.config import ExperimentConfig
 from attnlab.plot import plt
 from attnlab.presets import Check, Preset, register
 from attnlab.width import distances as dist
-from attnlab.width.exact import sample_first_token_sweep, sample_scores
+from attnlab.width.exact import sample_first_token_sweep, sample_scores_sweep
 from attnlab.width.finite import sample_reference, sample_reference_scores
 from attnlab.width.limit import limit_moments
 
@@ -259,15 +259,17 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
 def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     """Figure 2(a): the score G_00 at 1/sqrt(n) and 1/n scaling, exact sampler; reference check at a small width."""
     n = cfg.width[-1]
-    k_ex, k_ref, k_rex = jax.random.split(key, 3)
-    g_sqrt, g_lin = (np.asarray(a) for a in sample_scores(k_ex, n=n, n_tokens=cfg.n_tokens,
-                                                          activation=cfg.input_activation,
-                                                          n_samples=cfg.n_samples * cfg.n_seeds))
+    k_ex, k_ref = jax.random.split(key)
+    N, n_ex_ref = cfg.n_samples * cfg.n_seeds, 5 * cfg.n_reference
+    # the width n and the reference width from one compiled program (same sample count, cut afterwards)
+    g_sqrt, g_lin = (np.asarray(a) for a in sample_scores_sweep(k_ex, widths=(n, cfg.reference_width),
+                                                                n_tokens=cfg.n_tokens, activation=cfg.input_activation,
+                                                                n_samples=max(N, n_ex_ref)))
+    e_sqrt = g_sqrt[1, :n_ex_ref]
+    g_sqrt, g_lin = g_sqrt[0, :N], g_lin[0, :N]
     r_sqrt, _ = sample_reference_scores(k_ref, n=cfg.reference_width, n_tokens=cfg.n_tokens,
                                         activation=cfg.input_activation, n_samples=cfg.n_reference)
-    e_sqrt, _ = sample_scores(k_rex, n=cfg.reference_width, n_tokens=cfg.n_tokens, activation=cfg.input_activation,
-                              n_samples=5 * cfg.n_reference)
-    ks, _ = dist.ks_w1(jnp.asarray(r_sqrt), e_sqrt)
+    ks, _ = dist.ks_w1(jnp.asarray(r_sqrt), jnp.asarray(e_sqrt))
     if progress is not None:
         progress(1, 1)
     return xr.Dataset(

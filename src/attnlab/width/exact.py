@@ -41,7 +41,8 @@ from attnlab.width._common import CLIP, check_model, psi
 from attnlab.width._random import bartlett, chi2
 
 __all__ = ["input_factor", "semidefinite_cholesky", "first_token_variance", "sample_first_token",
-           "sample_first_token_sweep", "sample_tokens", "sample_scores", "clip_event_probability", "chunk_size"]
+           "sample_first_token_sweep", "sample_tokens", "sample_scores", "sample_scores_sweep", "clip_event_probability",
+           "chunk_size"]
 
 
 def semidefinite_cholesky(G, rtol: float = 1e-12):
@@ -350,7 +351,32 @@ def _draw_scores(k, m, n, n_tokens, activation):
     r, diag, cq = _chis(kc, m, n, n_tokens, activation, ((n, 1),))
     g00 = jnp.sum(_factor(kx, r, diag, n, n_tokens, activation)[:, 0, :] ** 2, -1)
     g = g00 * jnp.sqrt(cq[:, 0]) * jax.random.normal(ke, (m,))
-    return g, g / math.sqrt(n)
+    return g, g / jnp.sqrt(n)
+
+
+def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "clip", n_samples: int,
+                        chunk: int = 50_000):
+    """:func:`sample_scores` at several widths: ``(g_sqrt, g_lin)``, each (len(widths), n_samples).
+
+    On the Wishart path (clip/identity, every n >= s) the widths are traced values of one compiled program;
+    otherwise each width is drawn by :func:`sample_scores`.
+    """
+    widths = tuple(int(n) for n in widths)
+    for n in widths:
+        check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
+    if all(_wishart_path(n, n_tokens, activation) for n in widths):
+        return _scores_sweep(key, jnp.asarray(widths, jnp.float64), n_tokens, activation, n_samples, chunk)
+    parts = [sample_scores(k, n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples, chunk=chunk)
+             for k, n in zip(jax.random.split(key, len(widths)), widths)]
+    return tuple(jnp.stack([p[i] for p in parts]) for i in range(2))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _scores_sweep(key, ns, n_tokens, activation, n_samples, chunk):
+    def one(k, n):
+        return _chunked(lambda kk, m: _draw_scores(kk, m, n, n_tokens, activation), k, n_samples, chunk)
+
+    return jax.vmap(one)(jax.random.split(key, ns.shape[0]), ns)
 
 
 _DRAWS = {"tokens": _draw_tokens, "scores": _draw_scores}
