@@ -88,3 +88,16 @@ def test_finite_width_bias_is_order_one_over_n(sweep):
     slope = np.polyfit(np.log(widths), np.log(bias), 1)[0]
     assert abs(slope + 1) < 0.2, slope
     assert np.all(np.array(widths) * bias < 1.0)
+
+
+def test_relu_limit_in_the_sweep_matches_quadrature(key):
+    """The width-inf member of a ReLU sweep (unit query/value norms, the ReLU limit Gram) has the limit moments; it
+    sits in the same compiled program as an explicit ReLU width (n = 6) and an n < s width (n = 2)."""
+    m = limit_moments(4, "relu", 2)
+    _, v = sample_first_token_sweep(key, widths=(6, 2, math.inf), n_heads=2, activation="relu", n_samples=200_000)
+    vv = np.asarray(v)[0, -1]
+    assert abs(vv.mean() - m["second_moment"]) <= 5 * vv.std() / math.sqrt(vv.size)
+    k = 3 * vv.var() / vv.mean() ** 2
+    assert abs(k - m["excess_kurtosis"]) <= 5 * math.sqrt(24 / vv.size) * vv.std() / vv.mean() + 1e-3
+    with pytest.raises(ValueError, match="both width and head width"):
+        sample_first_token_sweep(key, widths=(math.inf,), head_widths=(8,), n_heads=2, n_samples=10)

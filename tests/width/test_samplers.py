@@ -109,3 +109,16 @@ def test_bad_config_is_rejected(field, value):
     with pytest.raises(AttnlabError, match=field):
         resolve_config(SakaiConfig, {}, {field: value})
     assert SakaiConfig(width=64).width == (64,)
+
+
+def test_score_sweep_variance(key):
+    """One compiled score program for several widths: Var G_00 = (1 + 2/n)^2 at each (spec 2.8)."""
+    from attnlab.width.exact import sample_scores_sweep
+
+    widths = (8, 256)
+    g, gl = (np.asarray(a) for a in sample_scores_sweep(key, widths=widths, n_samples=200_000))
+    assert g.shape == gl.shape == (2, 200_000)
+    for row, row_lin, n in zip(g, gl, widths):
+        se = (row**2).std() / math.sqrt(row.size)
+        assert abs((row**2).mean() - (1 + 2 / n) ** 2) <= 5 * se
+        assert np.allclose(row_lin, row / math.sqrt(n))
