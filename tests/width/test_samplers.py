@@ -122,3 +122,25 @@ def test_score_sweep_variance(key):
         se = (row**2).std() / math.sqrt(row.size)
         assert abs((row**2).mean() - (1 + 2 / n) ** 2) <= 5 * se
         assert np.allclose(row_lin, row / math.sqrt(n))
+
+
+def test_reference_with_padded_heads():
+    """``max_heads``: extra heads are drawn and discarded, the law is that of n_heads heads (KS against the exact
+    sampler at level 0.001)."""
+    R = np.asarray(sample_reference(jax.random.key(7), n=4, n_heads=1, max_heads=3, n_samples=2000))[:, 0, 0]
+    y, _ = sample_first_token(jax.random.key(8), n=4, n_heads=1, n_samples=6000)
+    assert st.ks_2samp(R, np.asarray(y)).pvalue > ALPHA
+    with pytest.raises(ValueError, match="max_heads"):
+        sample_reference(jax.random.key(7), n=4, n_heads=3, max_heads=2, n_samples=10)
+
+
+def test_sweep_with_active_heads():
+    """Several H in one padded sweep (``active_heads``) have the law of the unpadded sampler at each H."""
+    from attnlab.width.exact import sample_first_token_sweep
+
+    y, _ = sample_first_token_sweep(jax.random.key(9), widths=(8, 8), n_heads=3, active_heads=(1, 3), n_samples=8000)
+    for row, H in zip(np.asarray(y)[0], (1, 3)):
+        ref, _ = sample_first_token(jax.random.key(10 + H), n=8, n_heads=H, n_samples=8000)
+        assert st.ks_2samp(row, np.asarray(ref)).pvalue > ALPHA
+    with pytest.raises(ValueError, match="active_heads"):
+        sample_first_token_sweep(jax.random.key(9), widths=(8,), n_heads=2, active_heads=(3,), n_samples=10)

@@ -113,24 +113,40 @@ def _kde_rows(rows, grid):
     return np.asarray(_kde_stack(jnp.asarray(rows), jnp.asarray(grid)))
 
 
+PAD_HEADS_BUDGET = 4_000_000  # head draws below which every H of a preset shares one padded program
+
+
 def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref):
     """Exact draws ``(y, v)`` (len(widths) + 3, seeds, samples): the widths, the reference width, then two independent
     limit samples (theory and null), all from one compiled program (the limit being the width n = inf)."""
+    return _draw_heads(key, cfg, {H: (widths, head_widths)}, d_ref)[H]
+
+
+def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref):
+    """:func:`_draw` for several H (``plan``: H -> (widths, head_widths)) in one compiled sweep with max(H) heads
+    drawn per network and the first H used at each width (same law; the extra heads cost their draws)."""
     S, N, s, act = cfg.n_seeds, cfg.n_samples, cfg.n_tokens, cfg.input_activation
     n_ref = cfg.reference_width
     low_rank = cfg.head_width is not None
-    ws = list(widths) + [n_ref]
-    ds = list(head_widths) + [d_ref if low_rank else n_ref]
-    y, v = sample_first_token_sweep(key, widths=ws + [math.inf] * 2, head_widths=ds + [math.inf] * 2, n_heads=H,
-                                    n_tokens=s, activation=act, n_samples=N, n_seeds=S)
-    return np.moveaxis(np.asarray(y), 1, 0), np.moveaxis(np.asarray(v), 1, 0)
+    ws, ds, hs, spans = [], [], [], {}
+    for H, (widths, head_widths) in plan.items():
+        w = list(widths) + [n_ref, math.inf, math.inf]
+        d = list(head_widths) + [d_ref if low_rank else n_ref, math.inf, math.inf]
+        spans[H] = (len(ws), len(ws) + len(w))
+        ws, ds, hs = ws + w, ds + d, hs + [H] * len(w)
+    H_max = max(plan)
+    y, v = sample_first_token_sweep(key, widths=ws, head_widths=ds, n_heads=H_max, n_tokens=s, activation=act,
+                                    n_samples=N, n_seeds=S, active_heads=None if len(plan) == 1 else hs)
+    y, v = np.moveaxis(np.asarray(y), 1, 0), np.moveaxis(np.asarray(v), 1, 0)
+    return {H: (y[a:b], v[a:b]) for H, (a, b) in spans.items()}
 
 
-def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact):
-    """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments."""
+def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int):
+    """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. Every H
+    of the preset uses one compiled brute-force program (``max_heads`` heads drawn, the first H used)."""
     ref = np.asarray(sample_reference(key, n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens,
                                       activation=cfg.input_activation, head_width=d, n_samples=cfg.n_reference,
-                                      batch_size=1024))[:, 0, 0]
+                                      batch_size=1024, max_heads=max_heads))[:, 0, 0]
     ex = np.asarray(exact)
     ks, _ = dist.ks_w1(jnp.asarray(ref), jnp.asarray(ex))
     return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),
@@ -151,16 +167,22 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     v_fin = np.zeros_like(y_fin)
     lim = {}
     refs, ref_exact = [], {}
+    d_ref = None if cfg.head_width is None else min(cfg.head_width, cfg.reference_width)
+    plan = {H: ([n for n, _, h in configs if h == H], [d for _, d, h in configs if h == H]) for H in heads}
+    # small runs (quick sizes): every H in one padded program (one compilation instead of one per H)
+    padded = len(heads) > 1 and S * N * max(heads) * (len(configs) + 3 * len(heads)) <= PAD_HEADS_BUDGET
+    draws = _draw_heads(k_fin, cfg, plan, d_ref) if padded else {}
     for i, H in enumerate(heads):
         idx = [c for c, (_, _, h) in enumerate(configs) if h == H]
-        d_ref = None if cfg.head_width is None else min(cfg.head_width, cfg.reference_width)
-        ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, [configs[c][0] for c in idx],
-                       [configs[c][1] for c in idx], d_ref)
+        if padded:
+            ys, vs = draws[H]
+        else:
+            ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref)
         y_fin[idx], v_fin[idx] = ys[:len(idx)], vs[:len(idx)]
         ref_exact[H] = ys[len(idx)].ravel()
         lim[H] = (ys[-2], vs[-2], ys[-1], vs[-1])
         tick(2 * i + 1)
-        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H]))
+        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], max(heads)))
         tick(2 * i + 2)
     theory = {H: limit_moments(cfg.n_tokens, cfg.input_activation, H) for H in heads}
     gauss = {H: math.sqrt(theory[H]["second_moment"]) * np.asarray(jax.random.normal(jax.random.fold_in(k_gauss, H),

@@ -140,13 +140,14 @@ def _sweep_kinds(widths, n_tokens: int, activation: str):
     return tuple(kinds)
 
 
-def _sweep_chunk(key, ns, ds, kinds, n_heads: int, s: int, activation: str, m: int, n_seeds: int):
+def _sweep_chunk(key, ns, ds, hs, kinds, n_heads: int, s: int, activation: str, m: int, n_seeds: int):
     """One chunk of a sweep: ``(y, v)`` each (n_seeds, len(kinds), m).
 
     All the randomness of the chunk comes from two calls: one :func:`chi2` over every finite width (``chi^2_n``, the
     Bartlett diagonal ``chi^2_{n-i}`` and the 2H query/value norms ``chi^2_d``) and one normal array sliced into the
     Bartlett off-diagonals, the explicit inputs ``Xi_0`` of the explicit widths, the head logits ``nu`` and the
-    output noise (step 3 of the module docstring). The limit widths (kind -1) draw no chi-square.
+    output noise (step 3 of the module docstring). The limit widths (kind -1) draw no chi-square. ``hs`` (None or
+    (W,)): the number of heads used at each width (the first ``hs[w]`` of the ``n_heads`` drawn).
     """
     S, H, W = n_seeds, n_heads, len(kinds)
     fin = [w for w, k in enumerate(kinds) if k >= 0]
@@ -196,16 +197,20 @@ def _sweep_chunk(key, ns, ds, kinds, n_heads: int, s: int, activation: str, m: i
     L, cq, cv = jnp.stack(Ls, 1), jnp.stack(cqs, 1), jnp.stack(cvs, 1)  # (S, W, m, ...)
     rest = z[..., i:].reshape(S, m, W, H * s + 1).swapaxes(1, 2)
     nu = rest[..., :H * s].reshape(S, W, m, H, s)
-    v = _variance(nu, L, cq, cv)
+    v = _variance(nu, L, cq, cv, None if hs is None else jnp.broadcast_to(hs[None, :, None], (S, W, m)))
     return jnp.sqrt(v) * rest[..., -1], v
 
 
-def _variance(nu, L, cq, cv):
-    """``mean_a cv_a |L^T softmax(sqrt(Gamma_00 cq_a) L nu_a)|^2``; ``L`` (..., s, r), ``nu`` (..., H, r)."""
+def _variance(nu, L, cq, cv, active=None):
+    """``mean_a cv_a |L^T softmax(sqrt(Gamma_00 cq_a) L nu_a)|^2``; ``L`` (..., s, r), ``nu`` (..., H, r); with
+    ``active`` (...) the mean runs over the first ``active`` heads only."""
     g00 = jnp.sum(L[..., 0, :] ** 2, -1)
     logits = jnp.sqrt(g00[..., None, None] * cq[..., None]) * jnp.einsum("...sr,...hr->...hs", L, nu)
     sm = jax.nn.softmax(logits, axis=-1)
-    return jnp.mean(cv * jnp.sum(jnp.einsum("...sr,...hs->...hr", L, sm) ** 2, -1), -1)
+    terms = cv * jnp.sum(jnp.einsum("...sr,...hs->...hr", L, sm) ** 2, -1)
+    if active is None:
+        return jnp.mean(terms, -1)
+    return jnp.sum(jnp.where(jnp.arange(terms.shape[-1]) < active[..., None], terms, 0.0), -1) / active
 
 
 def first_token_variance(key, L, cq, cv):
@@ -221,24 +226,26 @@ def chunk_size(n_samples: int, per_sample: int, budget: int = 1 << 22) -> int:
     return int(max(1, min(n_samples, budget // max(1, per_sample))))
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7, 8))
-def _first_sweep(key, ns, ds, kinds, n_heads, n_tokens, activation, n_samples, n_seeds):
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8, 9))
+def _first_sweep(key, ns, ds, hs, kinds, n_heads, n_tokens, activation, n_samples, n_seeds):
     s, H, W = n_tokens, n_heads, len(kinds)
     per = n_seeds * (W * (6 * H * s + 3 * s * s + 8 * (1 + s + 2 * H)) + s * sum(k for k in kinds if k > 0))
     size = chunk_size(n_samples, per)
     keys = jax.random.split(key, -(-n_samples // size))
-    out = jax.lax.map(lambda k: _sweep_chunk(k, ns, ds, kinds, H, s, activation, size, n_seeds), keys)
+    out = jax.lax.map(lambda k: _sweep_chunk(k, ns, ds, hs, kinds, H, s, activation, size, n_seeds), keys)
     return tuple(jnp.moveaxis(x, 0, 2).reshape(n_seeds, W, -1)[..., :n_samples] for x in out)
 
 
 def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, activation: str = "clip",
-                             head_widths=None, n_samples: int, n_seeds: int = 1):
+                             head_widths=None, n_samples: int, n_seeds: int = 1, active_heads=None):
     """Exact ``(y, v)`` of shape (n_seeds, len(widths), n_samples) for a sweep of widths (and per-head widths).
 
     One compiled program per (pattern of widths, H, s, psi, sizes). On the Wishart path (clip/identity, n >= s) the
     width enters as a traced value and the cost does not depend on n; other widths (ReLU, or n < s) draw their
     explicit input matrix (cost O(s n)). A width ``math.inf`` (with head width inf) draws the n -> infinity limit law
-    (input Gram of spec 2.1, unit query/value norms) in the same program.
+    (input Gram of spec 2.1, unit query/value norms) in the same program. ``active_heads`` (one int <= n_heads per
+    width): use the first ``active_heads[w]`` of the ``n_heads`` heads drawn at width w (several H in one program;
+    the discarded heads cost their draws).
     """
     def as_num(w):
         if isinstance(w, float) and math.isinf(w):
@@ -259,7 +266,12 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
             raise ValueError(f"the limit law needs both width and head width infinite; got n={n}, head_width={d}")
     check_model(n_samples=n_seeds)
     kinds = _sweep_kinds(widths, n_tokens, activation)
-    return _first_sweep(key, jnp.asarray(widths, jnp.float64), jnp.asarray(head_widths, jnp.float64), kinds,
+    hs = None
+    if active_heads is not None:
+        if len(active_heads) != len(widths) or any(not 1 <= int(h) <= n_heads for h in active_heads):
+            raise ValueError(f"active_heads must give one number in [1, n_heads] per width; got {active_heads!r}")
+        hs = jnp.asarray(active_heads, jnp.float64)
+    return _first_sweep(key, jnp.asarray(widths, jnp.float64), jnp.asarray(head_widths, jnp.float64), hs, kinds,
                         n_heads, n_tokens, activation, n_samples, n_seeds)
 
 

@@ -49,15 +49,22 @@ def _n_normals(n: int, d: int, n_heads: int, n_tokens: int) -> int:
     return n + n_tokens * n * n + 4 * n_heads * n * d
 
 
-def _network(z, n: int, n_heads: int, n_tokens: int, activation: str, d: int):
-    """The layer output ``Y`` (s x n) from one network's standard normals ``z`` (the weights, scaled as above)."""
+def _network(z, n: int, n_heads: int, n_tokens: int, activation: str, d: int, n_active=None):
+    """The layer output ``Y`` (s x n) from one network's standard normals ``z`` (the weights, scaled as above).
+
+    With ``n_active`` (may be traced) only the first ``n_active`` of the ``n_heads`` drawn heads enter the layer
+    (the others are drawn and discarded), so one compiled program serves several numbers of heads.
+    """
     h, W_in, Wq, Wk, Wv, Wo = _split_normals(z, n, d, n_heads, n_tokens)
+    if n_active is not None:
+        Wo = Wo * (jnp.arange(n_heads) < n_active)[:, None, None]
     X = psi(W_in @ h / math.sqrt(n), activation)  # (s, n): row i is psi(W_i h)
     Q = jnp.einsum("sn,hnd->hsd", X, Wq) / math.sqrt(n)
     K = jnp.einsum("sn,hnd->hsd", X, Wk) / math.sqrt(n)
     V = jnp.einsum("sn,hnd->hsd", X, Wv) / math.sqrt(n)
     A = jax.nn.softmax(Q @ jnp.swapaxes(K, -1, -2) / math.sqrt(d), axis=-1)
-    return jnp.einsum("hst,htd,hdn->sn", A, V, Wo) / math.sqrt(d) / math.sqrt(n_heads)
+    H = n_heads if n_active is None else n_active
+    return jnp.einsum("hst,htd,hdn->sn", A, V, Wo) / math.sqrt(d) / jnp.sqrt(H)
 
 
 def reference_network(key, n: int, n_heads: int, n_tokens: int, activation: str = "clip",
@@ -73,8 +80,12 @@ def reference_network(key, n: int, n_heads: int, n_tokens: int, activation: str 
 
 
 def sample_reference(key, *, n: int, n_heads: int, n_tokens: int = 4, activation: str = "clip",
-                     head_width: int | None = None, n_samples: int, n_out: int = 1, batch_size: int = 64):
+                     head_width: int | None = None, n_samples: int, n_out: int = 1, batch_size: int = 64,
+                     max_heads: int | None = None):
     """``n_samples`` independent networks by brute force; returns ``Y[:, :, :n_out]`` of shape (n_samples, s, n_out).
+
+    ``max_heads`` (>= n_heads): draw that many heads per network and use the first ``n_heads`` (same law), so that
+    calls with different ``n_heads`` share one compiled program (``n_heads`` is then a traced value).
 
     ``Y[:, 0, 0]`` is the official statistic (first token, first output feature). Networks are mapped in batches
     of ``batch_size`` (``lax.map`` over vmapped batches; a batch holds ``batch_size (n + s n^2 + 4 H n d)`` floats,
@@ -84,20 +95,24 @@ def sample_reference(key, *, n: int, n_heads: int, n_tokens: int = 4, activation
                 n_samples=n_samples)
     if not 1 <= n_out <= n:
         raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")
+    if max_heads is not None and max_heads < n_heads:
+        raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
     d = n if head_width is None else head_width
-    per = 3 * _n_normals(n, d, n_heads, n_tokens)
+    H = n_heads if max_heads is None else max_heads
+    per = 3 * _n_normals(n, d, H, n_tokens)
     batch = max(1, min(batch_size, n_samples, (1 << 24) // per))
-    return _reference(key, n, n_heads, n_tokens, activation, d, n_samples, n_out, batch)
+    active = None if max_heads is None else jnp.asarray(n_heads, jnp.float64)
+    return _reference(key, active, n, H, n_tokens, activation, d, n_samples, n_out, batch)
 
 
-@functools.partial(jax.jit, static_argnums=tuple(range(1, 9)))
-def _reference(key, n, n_heads, n_tokens, activation, d, n_samples, n_out, batch):
+@functools.partial(jax.jit, static_argnums=tuple(range(2, 10)))
+def _reference(key, n_active, n, n_heads, n_tokens, activation, d, n_samples, n_out, batch):
     n_batches = -(-n_samples // batch)
     total = _n_normals(n, d, n_heads, n_tokens)
 
     def one_batch(k):
         z = jax.random.normal(k, (batch, total))
-        return jax.vmap(lambda zz: _network(zz, n, n_heads, n_tokens, activation, d)[:, :n_out])(z)
+        return jax.vmap(lambda zz: _network(zz, n, n_heads, n_tokens, activation, d, n_active)[:, :n_out])(z)
 
     out = jax.lax.map(one_batch, jax.random.split(key, n_batches))
     return out.reshape((-1,) + out.shape[2:])[:n_samples]
