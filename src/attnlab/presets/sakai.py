@@ -16,6 +16,15 @@ Monte Carlo 0.3918 is 1.7 of its SEs low); the finite-width bias E y^2(n) - E y^
 verified), so the spec's [I] heuristic of O(1/n) deviations holds for the second moment; the finite-width excess
 kurtosis converges slowly (H = 1: 2.76, 0.81, 0.38, 0.28, 0.25 at n = 16, 64, 256, 1024, 4096 against the limit
 0.243), so at the paper's n = 256 the H = 1 finite law is far more leptokurtic than its limit.
+
+Speed (``bench/width.py``, 2-core shared machine, load about 1.5, JAX compile cache off, compilation included):
+quick sizes 3 to 8 s each (27 s for the five paper presets, against 99 s before the speed work); paper sizes
+vary-width 18 s, scores 4 s, low-rank 32 s, vary-heads 89 s, relu 149 s (291 s in all, CPU 502 s). Each preset
+compiles one exact-sampler program (every width, the reference width and both limit copies; at quick sizes every H
+too) and one brute-force program. The two slow presets are bound by random-number generation (threefry, about
+20 ns CPU per 32-bit word here): vary-heads draws 2 chi-squares and 4 normals per head for H = 256, relu the explicit
+input matrix (4 n normals per network, n up to 1024, 1e6 networks per width); with exact per-network sampling the
+issue's one-minute total for the five paper presets is out of reach on this machine.
 """
 
 from __future__ import annotations
