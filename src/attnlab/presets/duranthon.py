@@ -345,30 +345,35 @@ register(Preset(
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class SampleComplexityConfig(ExperimentConfig):
-    """Config of ``duranthon-sample-complexity`` (one model, nu, L and lambda per run)."""
+class _ReplicaVsERMConfig(ExperimentConfig):
+    """Fields shared by the replica-against-ERM presets (sample complexity, low SNR)."""
 
     model: Literal["spiked", "max"] = "spiked"
-    nu: float = pydantic.Field(5.0, gt=0, description="signal strength (inf allowed for max-SLR)")
-    L: int = pydantic.Field(2, ge=1, description="sequence length")
-    alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
-    lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v")
-    activations: tuple[Literal["softmax", "linear"], ...] = ("softmax", "linear")
-    n_replica: int = pydantic.Field(1500, ge=50, description="frozen samples per replica set")
     n_sets: int = pydantic.Field(2, ge=2, description="independent frozen sets (their spread gives the SE)")
     sqrt_ND: float = pydantic.Field(500.0, gt=0, description="simulation size: D = sqrt_ND/sqrt(alpha)")
-    n_seeds: int = pydantic.Field(3, ge=2, description="ERM repeats per alpha")
     n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
-    n_risk: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples of the test-error formula")
     informed_scale: float = pydantic.Field(5.0, gt=0, description="key scale of the informed start if nu = inf")
-
-    _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
 
     @pydantic.model_validator(mode="after")
     def _nu(self):
         if math.isinf(self.nu) and self.model == "spiked":
             raise ValueError("nu = inf is defined for max-SLR only")
         return self
+
+
+class SampleComplexityConfig(_ReplicaVsERMConfig):
+    """Config of ``duranthon-sample-complexity`` (one model, nu, L and lambda per run)."""
+
+    nu: float = pydantic.Field(5.0, gt=0, description="signal strength (inf allowed for max-SLR)")
+    L: int = pydantic.Field(2, ge=1, description="sequence length")
+    alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
+    lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v")
+    activations: tuple[Literal["softmax", "linear"], ...] = ("softmax", "linear")
+    n_replica: int = pydantic.Field(1500, ge=50, description="frozen samples per replica set")
+    n_seeds: int = pydantic.Field(3, ge=2, description="ERM repeats per alpha")
+    n_risk: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples of the test-error formula")
+
+    _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
 
 
 def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr.Dataset:
@@ -466,10 +471,9 @@ register(Preset(
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class LowSNRConfig(ExperimentConfig):
+class LowSNRConfig(_ReplicaVsERMConfig):
     """Config of ``duranthon-low-snr`` (spiked-SLR by default, nu = 1, L = 3: the paper's low-SNR setting)."""
 
-    model: Literal["spiked", "max"] = "spiked"
     nu: float = pydantic.Field(1.0, gt=0, description="signal strength (inf allowed for max-SLR)")
     L: int = pydantic.Field(3, ge=1, description="sequence length")
     alphas: tuple[float, ...] = pydantic.Field((2.0,), min_length=1)
@@ -478,23 +482,13 @@ class LowSNRConfig(ExperimentConfig):
     activation: Literal["softmax", "linear"] = "softmax"
     jacobians: tuple[Literal["implicit", "stein"], ...] = ("implicit", "stein")
     n_replica: int = pydantic.Field(1024, ge=50, description="frozen samples per replica set")
-    n_sets: int = pydantic.Field(2, ge=2, description="independent frozen sets (their spread gives the SE)")
     qmc: bool = pydantic.Field(True, description="frozen sets by scrambled Sobol (independent scrambles) or MC")
-    sqrt_ND: float = pydantic.Field(500.0, gt=0, description="simulation size: D = sqrt_ND/sqrt(alpha)")
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM data sets per alpha (informed and random start each)")
-    n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
     n_risk: int = pydantic.Field(20_000, ge=1000, description="Monte Carlo samples of the test-error formula")
     max_iter: int = pydantic.Field(200, ge=10, description="map evaluations per replica point")
-    informed_scale: float = pydantic.Field(5.0, gt=0, description="key scale of the informed start if nu = inf")
 
     _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
     _lams = pydantic.field_validator("lams")(classmethod(lambda cls, v: _positive_finite("lambda", v)))
-
-    @pydantic.model_validator(mode="after")
-    def _nu(self):
-        if math.isinf(self.nu) and self.model == "spiked":
-            raise ValueError("nu = inf is defined for max-SLR only")
-        return self
 
 
 def run_low_snr(cfg: LowSNRConfig, key, progress=None) -> xr.Dataset:
