@@ -130,6 +130,16 @@ def _advance(x, n, dt, Q, K, V, static: Model, scheme: str):
     return jax.lax.fori_loop(0, n, step_fn, x)
 
 
+def _split_model(x0, model):
+    """Validate the tokens and matrices; return the tokens, the model without matrices (static) and the matrices."""
+    x = jnp.asarray(x0)
+    if x.shape[-2] < 1:
+        raise ValueError(f"need at least one token (got N = {x.shape[-2]})")
+    check_qkv(x.shape[-1], model.Q, model.K, model.V)
+    static = model._replace(Q=None, K=None, V=None)
+    return x, static, [jnp.asarray(M, dtype=x.dtype) for M in (model.Q, model.K, model.V)]
+
+
 def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[float], *, scheme: Scheme = "euler",
              observe: Callable | None = None, progress: Callable | None = None):
     """Integrate from t = 0 to each of the increasing ``times``; return (snapshots, observations, steps_taken).
@@ -147,12 +157,7 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
     dts = np.broadcast_to(np.asarray(dt, dtype=float), times.shape)
     if not np.all(dts > 0):
         raise ValueError(f"dt must be > 0 (got {dt})")
-    x = jnp.asarray(x0)
-    if x.shape[-2] < 1:
-        raise ValueError(f"need at least one token (got N = {x.shape[-2]})")
-    check_qkv(x.shape[-1], model.Q, model.K, model.V)
-    static = model._replace(Q=None, K=None, V=None)
-    mats = [jnp.asarray(M, dtype=x.dtype) for M in (model.Q, model.K, model.V)]
+    x, static, mats = _split_model(x0, model)
     snaps, obs, steps = [x], [observe(x) if observe else None], [0]
     t_prev = 0.0
     for k, (t, h) in enumerate(zip(times, dts)):
@@ -230,12 +235,7 @@ def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 
         raise ValueError(f"tol must be > 0 (got {tol})")
     if not dt_max > 0 or (dt0 is not None and not dt0 > 0):
         raise ValueError("dt0 and dt_max must be > 0")
-    x = jnp.asarray(x0)
-    if x.shape[-2] < 1:
-        raise ValueError(f"need at least one token (got N = {x.shape[-2]})")
-    check_qkv(x.shape[-1], model.Q, model.K, model.V)
-    static = model._replace(Q=None, K=None, V=None)
-    mats = [jnp.asarray(M, dtype=x.dtype) for M in (model.Q, model.K, model.V)]
+    x, static, mats = _split_model(x0, model)
     if dt0 is None:
         scale = model.beta * np.linalg.norm(np.asarray(model.V), 2) * np.linalg.norm(
             np.asarray(model.K).T @ np.asarray(model.Q), 2)
