@@ -57,22 +57,31 @@ def test_implicit_and_unrolled_jacobians_agree():
     assert np.max(np.abs(a - b)) < 1e-8 and abs(ta - tb) < 1e-12
 
 
-def test_large_alpha_reaches_the_population_optimum():
-    """alpha -> inf at fixed lambda: the excess over the Bayes risk (= optimal softmax, spec 3.3) shrinks at each
-    4x step of alpha (measured 0.021, 0.0066, 0.0011 at alpha = 50, 200, 800) and at alpha = 800 it is within 5 SE
-    of the Monte Carlo test-error formula; s_k -> 0 (the population optimum has no orthogonal key component)."""
-    from attnlab.slr.population import bayes_risk_quad, overlap_risk
+def _large_alpha_gaps(name, x0, target):
+    """Spiked nu = 5, L = 2, lambda = 1: replica fixed points continued along alpha = 50, 200, 800; returns the test
+    error (Monte Carlo formula, 1e5 samples) minus ``target`` at each, the SE of the last, and the last solution."""
+    from attnlab.slr.population import overlap_risk
 
-    act = activation("softmax")
+    act = activation(name)
     s = frozen_samples(jax.random.key(0), "spiked", 5.0, 2, 1000)
-    x, gaps, se = (2.0, 4.0, 0.1, 1.0, 1.0, 0.1), [], 0.0
+    x, gaps, se = x0, [], 0.0
     for alpha in (50.0, 200.0, 800.0):
         r = solve_replica(act, alpha, 1.0, 1.0, s, x)
         assert r.converged
         x = tuple(r.order)
         e, se = overlap_risk(jax.random.key(5), act, "spiked", 5.0, 2, r.order.m_k, r.order.q_k, r.order.m_v,
                              r.order.q_v, 100_000)
-        gaps.append(e - bayes_risk_quad("spiked", 5.0, 2))
+        gaps.append(e - target)
+    return gaps, se, r
+
+
+def test_large_alpha_reaches_the_population_optimum():
+    """alpha -> inf at fixed lambda: the excess over the Bayes risk (= optimal softmax, spec 3.3) shrinks at each
+    4x step of alpha (measured 0.021, 0.0066, 0.0011 at alpha = 50, 200, 800) and at alpha = 800 it is within 5 SE
+    of the Monte Carlo test-error formula; s_k -> 0 (the population optimum has no orthogonal key component)."""
+    from attnlab.slr.population import bayes_risk_quad
+
+    gaps, se, r = _large_alpha_gaps("softmax", (2.0, 4.0, 0.1, 1.0, 1.0, 0.1), bayes_risk_quad("spiked", 5.0, 2))
     assert gaps[0] > gaps[1] > gaps[2] and abs(gaps[2]) <= 5 * se
     assert r.order.q_k - r.order.m_k**2 < 0.05 * r.order.q_k
 
@@ -186,19 +195,10 @@ def test_variants_linear_attention_reaches_its_closed_form_and_max_slr_variable_
     population optimum L(L-1)/(L^2 + nu(L-1)) (spec 3.4; measured excess 0.013, 0.0027, 0.0005 at alpha = 50, 200,
     800), within 5 SE at alpha = 800; max-SLR at nu = inf with L ~ U{1,2,3} (masks) converges from the informed
     start."""
-    from attnlab.slr.population import linear_spiked_fixed_L, overlap_risk
+    from attnlab.slr.population import linear_spiked_fixed_L
     from attnlab.slr.replica import standard_starts
 
-    act = activation("linear")
-    s = frozen_samples(jax.random.key(0), "spiked", 5.0, 2, 1000)
-    x, gaps, se = (1.0, 1.0, 0.1, 1.0, 1.0, 0.1), [], 0.0
-    for alpha in (50.0, 200.0, 800.0):
-        r = solve_replica(act, alpha, 1.0, 1.0, s, x)
-        assert r.converged
-        x = tuple(r.order)
-        e, se = overlap_risk(jax.random.key(5), act, "spiked", 5.0, 2, r.order.m_k, r.order.q_k, r.order.m_v,
-                             r.order.q_v, 100_000)
-        gaps.append(e - linear_spiked_fixed_L(5.0, 2))
+    gaps, se, _ = _large_alpha_gaps("linear", (1.0, 1.0, 0.1, 1.0, 1.0, 0.1), linear_spiked_fixed_L(5.0, 2))
     assert gaps[0] > gaps[1] > gaps[2] and abs(gaps[2]) <= 5 * se
     s = frozen_samples(jax.random.key(0), "max", math.inf, (1, 2, 3), 500)
     r = solve_replica(activation("softmax"), 2.0, 1.0, 1.0, s,
