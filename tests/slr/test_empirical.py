@@ -73,12 +73,12 @@ def test_closed_form_gradient_matches_autodiff():
     kx, ky, kw = jax.random.split(jax.random.key(5), 3)
     X = jax.random.normal(kx, (n, L, d))
     Y = jax.random.normal(ky, (K, n))
-    W = jax.random.normal(kw, (d, 2 * K)) / math.sqrt(d)
+    W = jax.random.normal(kw, (2 * K, d)) / math.sqrt(d)
     lam = 2.5
     loss, G = _joint_value_and_grad(W, X.reshape(n * L, d), X.reshape(n * L, d).T, Y, lam, links)
-    gU, gV = jax.grad(lambda U, V: jnp.sum(_joint_losses(U, V, X, Y, lam, links)), argnums=(0, 1))(W[:, :K].T, W[:, K:].T)
-    np.testing.assert_allclose(loss, _joint_losses(W[:, :K].T, W[:, K:].T, X, Y, lam, links), rtol=1e-13)
-    np.testing.assert_allclose(G, jnp.concatenate([gU, gV]).T, rtol=1e-11, atol=1e-13)
+    gU, gV = jax.grad(lambda U, V: jnp.sum(_joint_losses(U, V, X, Y, lam, links)), argnums=(0, 1))(W[:K], W[K:])
+    np.testing.assert_allclose(loss, _joint_losses(W[:K], W[K:], X, Y, lam, links), rtol=1e-13)
+    np.testing.assert_allclose(G, jnp.concatenate([gU, gV]), rtol=1e-11, atol=1e-13)
 
 
 def test_float32_token_products_move_the_iterates_by_round_off_only():

@@ -72,39 +72,41 @@ def _joint_losses(U, V, X, Y, lam, links):
 def _joint_value_and_grad(W, Xf, XfT, Y, lam, links):
     r"""Losses and Euclidean gradients of K runs sharing the tokens, in closed form (two matmuls over the tokens).
 
-    ``W`` (d, 2K) holds the columns ``[u_1..u_K, v_1..v_K]``; ``Xf`` (n L, d) the tokens flattened sample-major and
-    ``XfT`` its transpose (d, n L), kept in memory so that both products run in their fast layout (about twice as
-    fast on CPU as contracting ``Xf`` on its long axis). With ``a = X u``, ``b = X v`` (n, L), ``w = softmax(lam a)``
-    over the L tokens, ``g = sigma(b)``, ``f = sum_l w_l g_l`` and ``r = f - y``, the loss ``n^-1 sum_i r_i^2`` has
+    ``W`` (2K, d) holds the rows ``[u_1..u_K, v_1..v_K]``; ``Xf`` (n L, d) the tokens flattened sample-major and
+    ``XfT`` its transpose (d, n L), kept in memory so that both products contract on their fast layout (about twice
+    as fast on CPU as contracting one copy on its long axis). The scores come out run-major, ``(2K, n, L)``, so
+    the softmax over the L tokens and the link work on contiguous rows. With ``a = X u``, ``b = X v`` (n, L),
+    ``w = softmax(lam a)`` over the L tokens, ``g = sigma(b)``, ``f = sum_l w_l g_l`` and ``r = f - y``, the loss
+    ``n^-1 sum_i r_i^2`` has
 
         d/da_il = (2/n) r_i lam w_il (g_il - f_i),        d/db_il = (2/n) r_i w_il sigma'(b_il),
 
     so ``grad_u = X^T (d/da)`` and ``grad_v = X^T (d/db)`` (checked against ``jax.grad`` in the tests). ``sigma'`` is
     taken by ``jax.jvp``, so any elementwise link works. The token products run in the dtype of ``Xf``; the
-    softmax, the residuals and the parameters stay in float64.
+    softmax, the residuals and the parameters stay in float64. Returns the losses (K,) and the gradients (2K, d).
     """
     n, K = Y.shape[1], Y.shape[0]
     L = Xf.shape[0] // n
-    A = (Xf @ W.astype(Xf.dtype)).astype(W.dtype).reshape(n, L, 2 * K)
-    w = softmax_weights(lam * A[..., :K], axis=-2)
+    A = (W.astype(Xf.dtype) @ XfT).astype(W.dtype).reshape(2 * K, n, L)
+    w = softmax_weights(lam * A[:K], axis=-1)
     g, dg = [], []
     for k in range(K):
-        gk, dgk = jax.jvp(get_link(links[k]), (A[..., K + k],), (jnp.ones_like(A[..., K + k]),))
+        gk, dgk = jax.jvp(get_link(links[k]), (A[K + k],), (jnp.ones_like(A[K + k]),))
         g.append(gk)
         dg.append(dgk)
-    g, dg = jnp.stack(g, axis=-1), jnp.stack(dg, axis=-1)
-    f = jnp.sum(w * g, axis=-2)  # (n, K)
-    r = f - Y.T
-    c = (2.0 / n) * r[:, None, :] * w  # (n, L, K)
-    C = jnp.concatenate([lam * c * (g - f[:, None, :]), c * dg], axis=-1).reshape(n * L, 2 * K)
-    G = (XfT @ C.astype(XfT.dtype)).astype(W.dtype)  # (d, 2K)
-    return jnp.mean(r**2, axis=0), G
+    g, dg = jnp.stack(g), jnp.stack(dg)
+    f = jnp.sum(w * g, axis=-1)  # (K, n)
+    r = f - Y
+    c = (2.0 / n) * r[..., None] * w  # (K, n, L)
+    C = jnp.concatenate([lam * c * (g - f[..., None]), c * dg]).reshape(2 * K, n * L)
+    G = (C.astype(Xf.dtype) @ Xf).astype(W.dtype)  # (2K, d)
+    return jnp.mean(r**2, axis=-1), G
 
 
-def _project_columns(W, G, s):
-    """``w <- (w - s (g - (w.g) w)) / |.|`` for every column."""
-    W_new = W - s * (G - jnp.sum(W * G, axis=0) * W)
-    return W_new / jnp.linalg.norm(W_new, axis=0)
+def _project_rows(W, G, s):
+    """``w <- (w - s (g - (w.g) w)) / |.|`` for every row."""
+    W_new = W - s * (G - jnp.sum(W * G, axis=-1, keepdims=True) * W)
+    return W_new / jnp.linalg.norm(W_new, axis=-1, keepdims=True)
 
 
 @functools.lru_cache(maxsize=32)
@@ -112,7 +114,7 @@ def _segment_fn(links: tuple, log_every: int, n_logs: int):
     def one_repeat(W, Xf, XfT, Y, lam, s):
         def step(W, _):
             _, G = _joint_value_and_grad(W, Xf, XfT, Y, lam, links)
-            return _project_columns(W, G, s), None
+            return _project_rows(W, G, s), None
 
         def log(W, _):
             W, _ = jax.lax.scan(step, W, None, length=log_every)
@@ -151,12 +153,11 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     K = u0.shape[1]
     Xf = jnp.asarray(X, dtype=token_dtype or X.dtype).reshape(R, n * L, d)
     XfT = jnp.swapaxes(Xf, 1, 2).copy()
-    W = jnp.concatenate([u0, v0], axis=1).swapaxes(1, 2)  # (R, d, 2K)
+    W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
     loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
     us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
     for i in range(n_segments):
         W, (lw, ll) = seg(W, Xf, XfT, Y, lam, s)
-        lw = jnp.swapaxes(lw, 2, 3)  # (R, T, 2K, d)
         us.append(lw[:, :, :K])
         vs.append(lw[:, :, K:])
         ls.append(ll)
