@@ -85,6 +85,26 @@ def test_chi2_and_bartlett(key):
         bartlett(k2, 3, 4)
 
 
+@pytest.mark.parametrize("df", [0.5, 2.0, 3.0, 256.0])
+def test_chi2_law_ks(df):
+    """One-sample KS against the chi^2_df CDF at level 0.001. At df = 2 (Gamma(1), about 5% rejections) the 200k
+    draws leave more pending elements than the retry buffer holds (M/64 + 64), so several gathering rounds run."""
+    x = np.asarray(chi2(jax.random.key(int(df * 10)), df, (200_000,)))
+    assert st.kstest(x, st.chi2(df).cdf).pvalue > ALPHA
+    assert abs(x.mean() - df) <= 5 * math.sqrt(2 * df / x.size)
+
+
+def test_pending_indices():
+    from attnlab.width._random import _pending_indices
+
+    pending = np.zeros(1000, bool)
+    pending[[1, 3, 4, 17, 640, 999]] = True
+    idx, valid = (np.asarray(a) for a in _pending_indices(jax.numpy.asarray(pending), 4))
+    assert idx.tolist() == [1, 3, 4, 17] and valid.all()
+    idx, valid = (np.asarray(a) for a in _pending_indices(jax.numpy.asarray(pending), 9))
+    assert idx[valid].tolist() == [1, 3, 4, 17, 640, 999] and (idx[~valid] == 1000).all()
+
+
 def test_clip_differs_from_identity_on_a_negligible_event():
     """TV(clip law, identity law) <= s n P(|W_i h| > 100) < 1e-40 for every n (largest at n = 1)."""
     p = [clip_event_probability(n) for n in (1, 2, 4, 16)]

@@ -2,20 +2,19 @@ r"""Exact chi-square and Bartlett (Wishart) draws in JAX.
 
 * :func:`chi2`: ``chi^2_df = 2 Gamma(df/2)`` by Marsaglia and Tsang (2000), "A simple method for generating gamma
   variables", ACM TOMS 26(3), with the boost ``Gamma(a) = Gamma(a + 1) U^{1/a}`` for ``a < 1``. Every element takes
-  the first accepted candidate of its own iid candidate stream, so the law is exact. The acceptance rate is above
-  0.95 for ``a >= 1``, so after one candidate per element only the pending few are redrawn, gathered into a small
-  compact buffer (about 1.2 candidates per element in all, against about 5 rounds of the whole batch when the batch
-  is redrawn until every element has accepted). It is several times faster on CPU than ``jax.random.gamma``.
+  the first accepted candidate of its own iid candidate stream, so the law is exact (see :func:`_gamma_mt`).
 * :func:`bartlett`: the Bartlett factor ``B`` (lower triangular, ``B_ii = sqrt(chi^2_{df-i})`` for i = 0..s-1,
   ``B_ij ~ N(0, 1)`` for i > j), so that ``B B^T ~ Wishart_s(df, I)`` (Bartlett 1933; Anderson, An Introduction to
   Multivariate Statistical Analysis, Thm. 7.2.1). Needs ``df >= s``.
+
+Cost on this machine (2 cores, CPU seconds per draw, threefry): ``jax.random.normal`` float64 29 ns, a float64
+uniform 18 ns; :func:`chi2` about 1.0 normal + 1.0 uniform + 2 logs per draw at ``df >= 2``.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 __all__ = ["chi2", "bartlett"]
 
@@ -23,69 +22,99 @@ __all__ = ["chi2", "bartlett"]
 _TINY = float(jnp.finfo(jnp.float64).tiny)
 
 
-def _mt_candidate(u, d, c):
-    """Marsaglia-Tsang candidates from uniforms ``u`` (2, m) on (0, 1): ``(value, accepted)``, each (m,)."""
-    x = jax.scipy.special.ndtri(u[0])
+def _mt_candidate(key, d, c):
+    """One Marsaglia-Tsang candidate per element of ``d``, ``c = 1/sqrt(9 d)``: ``(value, accepted)``.
+
+    ``x ~ N(0, 1)``, ``u ~ U(0, 1)`` independent, ``v = (1 + c x)^3``; accept iff ``v > 0`` and
+    ``log u < x^2/2 + d - d v + d log v``; the accepted ``d v`` is Gamma(d + 1/3) (Marsaglia and Tsang 2000, Sec. 3).
+    """
+    kx, ku = jax.random.split(key)
+    x = jax.random.normal(kx, d.shape)
+    u = jax.random.uniform(ku, d.shape, minval=_TINY)
     v = (1.0 + c * x) ** 3
     vpos = jnp.where(v > 0, v, 1.0)
-    ok = (v > 0) & (jnp.log(u[1]) < 0.5 * x * x + d - d * vpos + d * jnp.log(vpos))
+    ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * vpos + d * jnp.log(vpos))
     return d * vpos, ok
 
 
-def _retry(u, d, c, out, done):
-    """One candidate (uniforms ``u``, (2, cap)) for each of the first ``cap`` pending elements, compacted."""
-    M, cap = d.shape[0], u.shape[1]
-    idx = jnp.nonzero(~done, size=cap, fill_value=M)[0]
-    valid = idx < M
-    safe = jnp.where(valid, idx, 0)
-    val, ok = _mt_candidate(u, d[safe], c[safe])
-    ok = ok & valid
-    out = out.at[idx].set(jnp.where(ok, val, out[safe]), mode="drop")
-    done = done.at[idx].set(ok | done[safe], mode="drop")
-    return out, done
+def _pending_indices(pending, cap: int):
+    """Indices of the first ``cap`` True entries of ``pending`` (M,), padded with M: ``(idx, valid)``.
+
+    Two-level compaction (blocks of 8): a ``nonzero`` over the M/8 block flags, then over the entries of the first
+    ``cap`` flagged blocks, instead of one ``nonzero`` over all M entries (about 17 ns CPU per entry here).
+    """
+    M = pending.shape[0]
+    B = 8
+    nb = -(-M // B)
+    blocks = jnp.pad(pending, (0, nb * B - M)).reshape(nb, B)
+    bidx = jnp.nonzero(jnp.any(blocks, 1), size=min(cap, nb), fill_value=nb)[0]
+    sub = jnp.where((bidx < nb)[:, None], blocks[jnp.minimum(bidx, nb - 1)], False).reshape(-1)
+    flat = bidx[:, None] * B + jnp.arange(B)
+    j = jnp.nonzero(sub, size=cap, fill_value=sub.shape[0])[0]
+    idx = jnp.where(j < sub.shape[0], flat.reshape(-1)[jnp.minimum(j, sub.shape[0] - 1)], M)
+    return idx, idx < M
 
 
-def _gamma_mt(key, a, shape, n_extra: int = 0):
-    """Gamma(a) draws, shape ``shape``, for an array ``a >= 1`` broadcastable to it (Marsaglia-Tsang), and
-    ``n_extra`` further independent uniforms on (0, 1) from the same random call.
+def _gamma_mt(key, a, shape):
+    r"""Gamma(a) draws, shape ``shape``, for an array ``a >= 1`` broadcastable to it (Marsaglia-Tsang).
 
-    Every element takes the first accepted candidate of its own iid candidate stream: one candidate for the whole
-    batch, then a ``while_loop`` that gives a fresh candidate to each pending element (about 3-5% after the first
-    round), gathered into a compact buffer of static size ``M/16 + 64`` (more pending elements wait for the next
-    round). Which slot serves an element does not matter (every candidate is a fresh iid draw), so the law is exact.
-    The normal of a candidate is ``ndtri`` of a uniform, so the first round and the extra uniforms come from one
-    ``jax.random.uniform`` call (compile time). Measured at M = 3.6e6: about 1.3 candidate slots per element, 2.3x less CPU
-    than redrawing the whole batch until every element has accepted, and less compile time than adding one-shot
-    compaction stages before the loop.
+    Exactness: element i must be the first accepted candidate of an iid candidate sequence of its own. One candidate
+    is drawn for every element; the elements that rejected (a fraction ``1 - acceptance``: about 5% at a = 1, 2% at
+    a = 2, below 0.1% for a >= 32) are gathered into a buffer of static size ``M/64 + 64`` and each slot receives
+    fresh iid candidates (inner ``while_loop``, touching only the buffer) until it accepts; the values go back to
+    their elements. Which slot or which round serves an element does not matter, since every candidate is a fresh
+    draw independent of everything before it, so each element gets its own stream's first acceptance. More pending
+    elements than slots wait for the next gathering (outer ``while_loop``). Against the former version (a
+    ``ndtri``-of-uniform candidate, every retry round a ``nonzero`` over the whole batch and a buffer of M/16), this
+    halves the CPU time of a chi^2_256 draw on this machine (about 70 against 138 ns).
     """
     a = jnp.broadcast_to(jnp.asarray(a, jnp.float64), shape).reshape(-1)
     M = a.shape[0]
     if M == 0:
-        return jnp.zeros(shape), jax.random.uniform(key, (n_extra,), minval=_TINY)
+        return jnp.zeros(shape)
     d = a - 1.0 / 3.0
     c = 1.0 / jnp.sqrt(9.0 * d)
-    ku, kl = jax.random.split(key)
-    u = jax.random.uniform(ku, (2 * M + n_extra,), minval=_TINY)
-    out, done = _mt_candidate(u[:2 * M].reshape(2, M), d, c)
-    out = jnp.where(done, out, 0.0)
-    cap = min(M, M // 16 + 64)
+    k0, kl = jax.random.split(key)
+    out, done = _mt_candidate(k0, d, c)
+    cap = min(M, M // 64 + 64)
 
-    def body(state):
+    def gather_round(state):
         key, out, done = state
-        key, k = jax.random.split(key)
-        return (key, *_retry(jax.random.uniform(k, (2, cap), minval=_TINY), d, c, out, done))
+        key, kb = jax.random.split(key)
+        idx, valid = _pending_indices(~done, cap)
+        safe = jnp.where(valid, idx, 0)
+        db, cb = d[safe], c[safe]
 
-    _, out, _ = jax.lax.while_loop(lambda st: ~jnp.all(st[2]), body, (kl, out, done))
-    return out.reshape(shape), u[2 * M:]
+        def retry(st):
+            kk, val, ok = st
+            kk, kc = jax.random.split(kk)
+            new, acc = _mt_candidate(kc, db, cb)
+            return kk, jnp.where(ok, val, new), ok | acc
+
+        _, val, _ = jax.lax.while_loop(lambda st: ~jnp.all(st[2]), retry, (kb, jnp.zeros(cap), ~valid))
+        out = out.at[idx].set(val, mode="drop")
+        done = done.at[idx].set(True, mode="drop")
+        return key, out, done
+
+    _, out, _ = jax.lax.while_loop(lambda st: ~jnp.all(st[2]), gather_round, (kl, out, done))
+    return out.reshape(shape)
 
 
 def chi2(key, df, shape=()):
-    """Exact ``chi^2_df`` draws (``df > 0``, scalar or array broadcastable to ``shape``)."""
+    """Exact ``chi^2_df`` draws (``df > 0``, scalar or array broadcastable to ``shape``).
+
+    For ``df < 2`` (``a = df/2 < 1``) the boost ``Gamma(a) = Gamma(a + 1) U^{1/a}`` uses one extra uniform per
+    element, drawn only when some element needs it (``lax.cond``; the uniforms are independent of the Gamma draws
+    either way, so the law does not depend on which branch runs).
+    """
     a = jnp.broadcast_to(jnp.asarray(df, jnp.float64) / 2.0, shape)
     small = a < 1.0
-    size = int(np.prod(shape, dtype=np.int64))
-    g, u = _gamma_mt(key, jnp.where(small, a + 1.0, a), shape, n_extra=size)
-    return 2.0 * g * jnp.where(small, u.reshape(shape) ** (1.0 / a), 1.0)
+    kg, ku = jax.random.split(key)
+    g = _gamma_mt(kg, jnp.where(small, a + 1.0, a), shape)
+    boost = jax.lax.cond(jnp.any(small),
+                         lambda: jnp.where(small, jax.random.uniform(ku, shape, minval=_TINY) ** (1.0 / a), 1.0),
+                         lambda: jnp.ones(shape))
+    return 2.0 * g * boost
 
 
 def bartlett(key, df: int, s: int, batch=()):
