@@ -32,3 +32,20 @@ def test_low_rank_needs_head_width():
         SakaiConfig(experiment="low_rank", n_heads=(1, 4))
     cfg = SakaiConfig(experiment="low_rank", n_heads=(1, 4), head_width=64)
     assert cfg.configs() == [(64, 64, 1), (256, 64, 4)]
+
+
+def test_reference_check_drawn_apart(monkeypatch):
+    """Above SEPARATE_REFERENCE_HEADS the exact side of the reference check is its own smaller draw
+    (REFERENCE_EXACT_FACTOR * n_reference networks); the checks still pass and the same key gives the same numbers."""
+    from attnlab.presets import sakai
+
+    monkeypatch.setattr(sakai, "SEPARATE_REFERENCE_HEADS", 0)
+    monkeypatch.setattr(sakai, "PAD_HEADS_BUDGET", 0)
+    p = all_presets()["sakai-vary-heads"]
+    cfg = resolve_config(p.config_cls, {**p.defaults, **p.quick}, {**TINY, "n_heads": [1, 3]})
+    ds = p.run(cfg, jax.random.key(0))
+    _, checks = p.summarize(ds, cfg)
+    assert all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
+    crit = sakai.dist.ks_critical(cfg.n_reference, sakai.REFERENCE_EXACT_FACTOR * cfg.n_reference, 1e-3)
+    np.testing.assert_allclose(ds.reference_crit.values, crit)
+    np.testing.assert_array_equal(ds.reference_ks.values, p.run(cfg, jax.random.key(0)).reference_ks.values)

@@ -123,24 +123,32 @@ def _kde_rows(rows, grid):
 
 
 PAD_HEADS_BUDGET = 4_000_000  # head draws below which every H of a preset shares one padded program
+# head draws above which the exact side of the reference check is drawn apart, with REFERENCE_EXACT_FACTOR *
+# n_reference networks instead of n_seeds * n_samples: at H = 256 (vary-heads) the reference row would otherwise cost a
+# quarter of the preset, for a KS check whose critical value is set by the 2000 brute-force networks (level 0.001:
+# 0.0457 with 20,000 exact draws against 0.0437 with 500,000); below it, one more compiled program costs more.
+SEPARATE_REFERENCE_HEADS = 20_000_000
+REFERENCE_EXACT_FACTOR = 10
 
 
-def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref):
-    """Exact draws ``(y, v)`` (len(widths) + 3, seeds, samples): the widths, the reference width, then two independent
-    limit samples (theory and null), all from one compiled program (the limit being the width n = inf)."""
-    return _draw_heads(key, cfg, {H: (widths, head_widths)}, d_ref)[H]
+def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref, with_reference: bool = True):
+    """Exact draws ``(y, v)`` (len(widths) + 3, seeds, samples): the widths, the reference width (left out when
+    ``with_reference`` is False), then two independent limit samples (theory and null), all from one compiled program
+    (the limit being the width n = inf)."""
+    return _draw_heads(key, cfg, {H: (widths, head_widths)}, d_ref, with_reference)[H]
 
 
-def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref):
+def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref, with_reference: bool = True):
     """:func:`_draw` for several H (``plan``: H -> (widths, head_widths)) in one compiled sweep with max(H) heads
     drawn per network and the first H used at each width (same law; the extra heads cost their draws)."""
     S, N, s, act = cfg.n_seeds, cfg.n_samples, cfg.n_tokens, cfg.input_activation
     n_ref = cfg.reference_width
     low_rank = cfg.head_width is not None
     ws, ds, hs, spans = [], [], [], {}
+    ref_w, ref_d = ([n_ref], [d_ref if low_rank else n_ref]) if with_reference else ([], [])
     for H, (widths, head_widths) in plan.items():
-        w = list(widths) + [n_ref, math.inf, math.inf]
-        d = list(head_widths) + [d_ref if low_rank else n_ref, math.inf, math.inf]
+        w = list(widths) + ref_w + [math.inf, math.inf]
+        d = list(head_widths) + ref_d + [math.inf, math.inf]
         spans[H] = (len(ws), len(ws) + len(w))
         ws, ds, hs = ws + w, ds + d, hs + [H] * len(w)
     H_max = max(plan)
@@ -148,6 +156,15 @@ def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref):
                                     n_samples=N, n_seeds=S, active_heads=None if len(plan) == 1 else hs)
     y, v = np.moveaxis(np.asarray(y), 1, 0), np.moveaxis(np.asarray(v), 1, 0)
     return {H: (y[a:b], v[a:b]) for H, (a, b) in spans.items()}
+
+
+def _reference_exact(key, cfg: SakaiConfig, H: int, d_ref):
+    """The exact side of the reference check drawn apart: ``REFERENCE_EXACT_FACTOR * n_reference`` networks."""
+    d = d_ref if cfg.head_width is not None else cfg.reference_width
+    y, _ = sample_first_token_sweep(key, widths=(cfg.reference_width,), head_widths=(d,), n_heads=H,
+                                    n_tokens=cfg.n_tokens, activation=cfg.input_activation,
+                                    n_samples=REFERENCE_EXACT_FACTOR * cfg.n_reference)
+    return np.asarray(y).ravel()
 
 
 def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int):
@@ -170,7 +187,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     heads = sorted({H for _, _, H in configs})
     n_steps = 2 * len(heads) + 2
     tick = (lambda i: progress(i, n_steps)) if progress is not None else (lambda i: None)
-    k_fin, k_ref, k_boot, k_gauss = jax.random.split(key, 4)
+    k_fin, k_ref, k_boot, k_gauss, k_ref_exact = jax.random.split(key, 5)
     S, N = cfg.n_seeds, cfg.n_samples
     y_fin = np.zeros((len(configs), S, N))
     v_fin = np.zeros_like(y_fin)
@@ -183,12 +200,14 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     draws = _draw_heads(k_fin, cfg, plan, d_ref) if padded else {}
     for i, H in enumerate(heads):
         idx = [c for c, (_, _, h) in enumerate(configs) if h == H]
+        apart = not padded and S * N * H > SEPARATE_REFERENCE_HEADS
         if padded:
             ys, vs = draws[H]
         else:
-            ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref)
+            ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref, not apart)
         y_fin[idx], v_fin[idx] = ys[:len(idx)], vs[:len(idx)]
-        ref_exact[H] = ys[len(idx)].ravel()
+        ref_exact[H] = (_reference_exact(jax.random.fold_in(k_ref_exact, H), cfg, H, d_ref) if apart
+                        else ys[len(idx)].ravel())
         lim[H] = (ys[-2], vs[-2], ys[-1], vs[-1])
         tick(2 * i + 1)
         refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], max(heads)))
