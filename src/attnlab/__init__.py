@@ -8,8 +8,8 @@ It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, 
 compilation on small machines, and a second run of the same program, in any process, loads it from disk.
 Cached executables are the same programs, so results are unchanged. Programs that take over 0.05 s to compile are
 cached (JAX's default threshold, 1 s, left the ~80 small programs of a preset, ~0.15 s each, to recompile on every
-run). Programs with host callbacks are never cached by JAX; diffrax's solves contain equinox's error callbacks
-unless ``EQX_ON_ERROR=nan`` is set, so each ODE solve compiles once per process (1-2 s).
+run). Programs with host callbacks are never cached by JAX, so :func:`attnlab.slr.flows.integrate` traces
+equinox's runtime checks as NaN (failures come back through diffrax's result code as NaN rows).
 
 And it asks XLA's CPU backend for LLVM optimisation level 1 (``--xla_backend_optimization_level=1`` appended to
 ``XLA_FLAGS`` unless that flag is already set, before JAX starts its backend): compile times fall by 1.3-8x on the

@@ -111,6 +111,19 @@ def test_flow_reaches_the_oracle_from_above_the_transition():
     assert float(traj[-1, 1]) > 0.999 and abs(float(traj[-1, 0]) - 0.5) < 1e-3  # nu learnt, mu frozen (A ~ 1e-3)
 
 
+def test_failed_solve_is_nan_and_solves_have_no_host_callback():
+    """A solve that cannot finish (max_steps) returns NaN rows, never a plausible trajectory; the compiled solve has
+    no host callback (equinox's checks are traced as NaN), so JAX's persistent cache can store it."""
+    import equinox._errors
+
+    before = equinox._errors.EQX_ON_ERROR
+    m, y0, ts = _model("linear"), jnp.array([0.5, 0.05, 0.0, 0.0, 0.0]), jnp.linspace(0.0, 15.0, 4)
+    assert bool(jnp.all(jnp.isnan(integrate(field5, y0, ts, m, max_steps=3))))
+    hlo = jax.jit(lambda y: integrate(field5, y, ts, m)).lower(y0).as_text()
+    assert "callback" not in hlo.lower()
+    assert equinox._errors.EQX_ON_ERROR == before  # restored after tracing
+
+
 def test_model_is_hashable_and_replaceable():
     m = _model("relu")
     assert hash(m) == hash(dataclasses.replace(m))

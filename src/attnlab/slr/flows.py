@@ -29,6 +29,7 @@ Jacobian of the 2-D field (sink: all < 0, source: all > 0, saddle: mixed, degene
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -82,16 +83,43 @@ def field2(y, m: DohmatobModel):
     return jnp.stack([-(1 - mu**2) * Rmu, -(1 - nu**2) * Rnu])
 
 
+@contextlib.contextmanager
+def _errors_as_nan():
+    """While tracing a solve, equinox's runtime checks inside diffrax return NaN instead of calling back to the host.
+
+    JAX's persistent compilation cache never stores a program with a host callback, and equinox's checks are host
+    callbacks unless ``EQX_ON_ERROR=nan``; so each solve recompiled in every process (1-2.5 s each). Failures are
+    reported through ``sol.result`` instead (see :func:`integrate`). Touches a private equinox name, guarded: if it
+    is gone the checks stay callbacks and only the caching is lost.
+    """
+    try:
+        from equinox import _errors
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    old = getattr(_errors, "EQX_ON_ERROR", None)
+    if old is None:  # pragma: no cover
+        yield
+        return
+    _errors.EQX_ON_ERROR = "nan"
+    try:
+        yield
+    finally:
+        _errors.EQX_ON_ERROR = old
+
+
 def integrate(field, y0, ts, m: DohmatobModel, rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000):
     """Integrate ``y' = field(y, m)`` from ``y0`` at t = ts[0], saving at ``ts`` (diffrax Tsit5, adaptive steps).
-    Returns an array of shape (len(ts), dim)."""
+    Returns an array of shape (len(ts), dim); a solve that fails (e.g. ``max_steps`` reached) returns NaN rows, so
+    no NaN-free trajectory is ever a failed one. The compiled solve has no host callback, so it is cached on disk."""
     ts = jnp.asarray(ts, dtype=jnp.float64)
     term = diffrax.ODETerm(lambda t, y, args: field(y, m))
-    sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), t0=ts[0], t1=ts[-1], dt0=None, y0=jnp.asarray(y0, jnp.float64),
-                              saveat=diffrax.SaveAt(ts=ts),
-                              stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-                              max_steps=max_steps)
-    return sol.ys
+    with _errors_as_nan():
+        sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), t0=ts[0], t1=ts[-1], dt0=None,
+                                  y0=jnp.asarray(y0, jnp.float64), saveat=diffrax.SaveAt(ts=ts),
+                                  stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+                                  max_steps=max_steps, throw=False)
+    return jnp.where(sol.result == diffrax.RESULTS.successful, sol.ys, jnp.nan)
 
 
 class StationaryPoint(NamedTuple):
