@@ -105,6 +105,19 @@ def test_pending_indices():
     assert idx[valid].tolist() == [1, 3, 4, 17, 640, 999] and (idx[~valid] == 1000).all()
 
 
+@pytest.mark.parametrize("n, H, s", [(12, 2, 3), (32, 1, 5), (6, 4, 4)])
+def test_relu_inputs_match_the_reference(n, H, s):
+    """The first-token sampler with ReLU inputs (relu_normal) against brute force: KS at level 0.001, E y^2 and
+    E v = E y^2 within 5 SE."""
+    R = np.asarray(sample_reference(jax.random.key(1000 + n), n=n, n_heads=H, n_tokens=s, activation="relu",
+                                    n_samples=6000))[:, 0, 0]
+    y, v = (np.asarray(a) for a in sample_first_token(jax.random.key(2000 + n), n=n, n_heads=H, n_tokens=s,
+                                                      activation="relu", n_samples=12000))
+    assert st.ks_2samp(R, y).pvalue > ALPHA
+    _close(R**2, y**2)
+    _close(R**2, v)
+
+
 def test_clip_differs_from_identity_on_a_negligible_event():
     """TV(clip law, identity law) <= s n P(|W_i h| > 100) < 1e-40 for every n (largest at n = 1)."""
     p = [clip_event_probability(n) for n in (1, 2, 4, 16)]
