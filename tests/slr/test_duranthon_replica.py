@@ -208,13 +208,40 @@ def test_variants_linear_attention_reaches_its_closed_form_and_max_slr_variable_
 
 def test_auto_switches_to_stein_where_the_implicit_iteration_stalls():
     """nu = 2, L = 3, lambda = 0.3, alpha = 1.0726 on this frozen set: one sample sits near a fold of its proximal
-    map, its implicit derivative is huge and the pointwise iteration fails (status not "converged"); the default
-    jacobian="auto" falls back to the bounded Stein integrand and converges, and says so."""
+    map. With the inner problem started cold at omega^k on every evaluation, that sample's proximal point jumps
+    between two local minima from one iterate to the next, and the pointwise iteration fails (status not
+    "converged"); the default jacobian="auto" falls back to the bounded Stein integrand and converges, and says so.
+    With warm starts (the default) the sample stays in one minimum and the implicit iteration converges."""
     act = activation("softmax")
     s = frozen_samples(jax.random.key(0), "spiked", 2.0, 3, 1000)
     x = (0.1787, 0.2269, 3.1185, 0.4419, 0.5578, 2.5264)
     alpha = float(np.geomspace(0.5, 20.0, 30)[6])
-    imp = solve_replica(act, alpha, 0.3, 0.3, s, x, multistart=False, jacobian="implicit", max_iter=100)
+    kw = {"multistart": False, "warm_start": False}
+    imp = solve_replica(act, alpha, 0.3, 0.3, s, x, jacobian="implicit", max_iter=100, **kw)
     assert not imp.converged
-    auto = solve_replica(act, alpha, 0.3, 0.3, s, x, multistart=False)
+    auto = solve_replica(act, alpha, 0.3, 0.3, s, x, **kw)
     assert auto.converged and auto.jacobian == "stein" and auto.residual < 1e-8
+    warm = solve_replica(act, alpha, 0.3, 0.3, s, x, multistart=False, jacobian="implicit", max_iter=100)
+    assert warm.converged and warm.residual < 1e-8 and warm.n_iter < 30
+
+
+def test_at_eigenvalue_is_the_ridge_replicon_at_L1():
+    """de Almeida-Thouless (replicon) eigenvalue at L = 1: the k-sector is inert and J^{vv} = -1/(1 + V_v) on every
+    sample, so rho(T) = alpha V^2/(1 + V)^2 = (1 - lambda V) V/(1 + V) exactly at the ridge fixed point, which is
+    always < 1 (ridge regression is RS-stable)."""
+    from attnlab.slr.replica import at_eigenvalue
+
+    s = frozen_samples(jax.random.key(0), "spiked", 2.0, 1, 500, 0.3)
+    for alpha, lam in ((3.0, 0.5), (0.5, 1e-3), (20.0, 1e-3)):
+        r = solve_replica(activation("softmax"), alpha, 1.0, lam, s, (0.0, 0.0, 1.0, 0.5, 0.5, 1.0), n_newton=3)
+        _, _, V = ridge_fixed_point(alpha, lam, 0.3)
+        assert r.converged and abs(r.at - alpha * V**2 / (1 + V) ** 2) < 1e-9
+        assert abs(r.at - (1 - lam * V) * V / (1 + V)) < 1e-9 and r.at < 1
+    # the operator itself: only the (v, v) block -> V_v^2 P_vvvv; a pure (k, v) cross term acts on dQ_kv alone
+    P = np.zeros((2, 2, 2, 2))
+    P[1, 1, 1, 1] = 0.7
+    assert abs(at_eigenvalue(P, 2.0, 0.5) - 0.25 * 0.7) < 1e-15
+    P = np.zeros((2, 2, 2, 2))
+    P[0, 1, 0, 1] = 0.3  # <J^{kv}, J^{kv}>: dQ_vv -> dQ_kk
+    P[1, 0, 1, 0] = 0.2  # <J^{vk}, J^{vk}>: dQ_kk -> dQ_vv
+    assert abs(at_eigenvalue(P, 2.0, 0.5) - math.sqrt(0.3 * 4.0 * 0.2 * 0.25)) < 1e-15

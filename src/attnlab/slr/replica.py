@@ -13,7 +13,10 @@ Proximal problem. Monotone modified Newton (positive Hessian eigenvalues floored
 replaced by ``max(|.|, 0.5/V_k)``, best of a few trial step lengths, early stop at |grad| <= 1e-12, then a final
 full Newton step) from omega^k, or from 2L + 1 starts (omega^k and omega^k +- sqrt(V_k)(1+|y|) e_l) keeping the
 lowest value: at small lambda V_k is large and the problem is non-convex for a few per cent of the samples, where
-one start from omega^k misses the global minimum (tested against a brute-force grid).
+one start from omega^k misses the global minimum (tested against a brute-force grid). Inside a fixed-point solve the
+single-start evaluations are warm-started at the previous evaluation's proximal points, and the batch of Newton
+loops is run in rounds of a few steps, gathering the unfinished (sample, start) pairs after each round
+(:func:`_presolve`), so that the slowest sample no longer sets the cost of the whole batch.
 
 V_hat integrand. "implicit": the implicit function theorem at the proximal point; "unrolled": forward mode through
 the Newton steps (equal to implicit once converged); "stein": Stein's lemma ``E[sum_l df_l/domega_l] =
@@ -28,7 +31,9 @@ point (residual, map evaluations, status, branch, training objective, diagnostic
 :func:`replica_curve`: continuation in lambda and alpha and branch tracking from informed and uninformed starts
 (:func:`standard_starts`), the ERM branch being the converged one with the lowest training objective per sample.
 The test error at the fixed point is the spec 3.2 formula evaluated by :func:`attnlab.slr.population.overlap_risk`
-on fresh samples. :func:`solve_bayes_optimal`: the Bayes-optimal state evolution of spec 4.3 (spiked-SLR).
+on fresh samples. Every evaluation also returns the replicon (de Almeida-Thouless) eigenvalue of the RS point
+(:func:`at_eigenvalue`): RS is locally stable iff it is below 1. :func:`solve_bayes_optimal`: the Bayes-optimal
+state evolution of spec 4.3 (spiked-SLR).
 
 Status of the reconstruction. Tested: L = 1 reproduces the classical ridge equations (5 SE over frozen-sample
 seeds). Measured once (not a test: too slow for the suite), spec's acceptance point, softmax, spiked-SLR nu = 5, L = 2,
@@ -151,6 +156,7 @@ def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0, qmc: 
 
 
 _STEPS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01)  # trial lengths of the monotone Newton line search
+VERIFY_ROUNDS = 3  # multistart verifications in solve_replica(multistart="verify") before iterating that map directly
 AUTO_IMPLICIT_BUDGET = 60  # map evaluations of the pointwise estimator before jacobian="auto" switches to Stein
 NEWTON_STOP = 1e-12  # the inner Newton iteration stops when max |grad J| falls below this
 HESS_FLOOR = 0.01  # positive Hessian eigenvalues of the inner problem are floored at HESS_FLOOR / V_k
@@ -166,20 +172,22 @@ def _objective(act, chi, omega_k, omega_v, y, mask, V_k, V_v, c):
             + res**2 / (2 * (1 + V_v * (w @ w))))
 
 
-def _starts(omega_k, y, mask, V_k, multistart: bool):
+def _starts(omega_k, y, mask, V_k, multistart: bool, chi0=None):
     """Starting points of the inner minimisation: omega^k, and (multistart) omega^k +- delta e_l for every valid
     token l, with delta = sqrt(V_k) (1 + |y|): the data term is at most y^2/2, so the minimiser moves by at most
-    sqrt(V_k) |y| from omega^k, and these starts put one token ahead of (or behind) the others by that much."""
+    sqrt(V_k) |y| from omega^k, and these starts put one token ahead of (or behind) the others by that much.
+    ``chi0`` (single start only): a warm start (the proximal point of the previous map evaluation) instead of
+    omega^k."""
     if not multistart:
-        return omega_k[None]
+        return (omega_k if chi0 is None else chi0)[None]
     L = omega_k.shape[0]
     delta = jnp.sqrt(V_k) * (1.0 + jnp.abs(y))
     e = jnp.where(mask[None, :], jnp.eye(L), 0.0) * delta
     return jnp.concatenate([omega_k[None], omega_k[None] + e, omega_k[None] - e])
 
 
-def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart):
-    """Every start of the inner problem run to a local minimum: (points (S, L), values (S,), max|grad| (S,))."""
+def _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c):
+    """The inner problem's objective J, the modified Newton direction, one monotone step, and max|grad J|."""
     J = lambda x: _objective(act, x, omega_k, omega_v, y, mask, V_k, V_v, c)  # noqa: E731
     eye = jnp.eye(omega_k.shape[0])
     mm = mask[:, None] & mask[None, :]
@@ -201,39 +209,69 @@ def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
     def gmax(x):
         return jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
 
+    return J, direction, step, gmax
+
+
+def _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, i0, moved0, n_newton):
+    """Monotone Newton steps from x0 (step counter i0): at most n_newton steps in all, stopping once |grad J| <=
+    NEWTON_STOP or once a step leaves x unchanged (no trial step lowers J: round-off level; the step is
+    deterministic, so every later step would leave it unchanged too and the result is the same). Returns the loop
+    state (i, x, moved) and whether the loop would go on (only when i reached ``n_newton`` is that ``True``)."""
+    _, _, step, gmax = _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c)
+
+    def go_on(i, x, moved):
+        return (i < n_newton) & (gmax(x) > NEWTON_STOP) & moved
+
+    def body(st):
+        i, x, _ = st
+        xn = step(x)
+        return i + 1, xn, jnp.any(xn != x)
+
+    i, x, moved = jax.lax.while_loop(lambda st: go_on(*st), body, (i0, x0, moved0))
+    return i, x, moved
+
+
+def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None, presolved=None):
+    """Every start of the inner problem run to a local minimum: (points (S, L), values (S,), max|grad| (S,)).
+    ``presolved`` (S, L): the Newton loops' end points, already computed (:func:`_presolve`); only the final full
+    Newton step is taken here."""
+    J, direction, _, _ = _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c)
+
     def run(x0):
-        # at most n_newton steps, stopping once |grad J| <= NEWTON_STOP (under vmap: once every sample has)
-        _, x = jax.lax.while_loop(lambda c: (c[0] < n_newton) & (gmax(c[1]) > NEWTON_STOP),
-                                  lambda c: (c[0] + 1, step(c[1])), (0, x0))
+        # under vmap the loop runs until every sample has stopped (hence _presolve for large batches)
+        if presolved is None:
+            _, x, _ = _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, 0, True, n_newton)
+        else:
+            x = x0
         # a final full Newton step, kept unless it raises J beyond round-off: at a converged minimum it leaves x in
         # place and makes forward-mode derivatives through the steps equal the implicit-function ones
         xn = x + direction(x)
         x = jnp.where(J(xn) <= J(x) + 1e-12 * (1.0 + jnp.abs(J(x))), xn, x)
         return x, J(x), jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
 
-    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart))
+    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart, chi0) if presolved is None else presolved)
 
 
-def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
+def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True, chi0=None):
     """chi_hat for one sample: the lowest of the local minima reached from :func:`_starts` by monotone modified Newton
     (positive Hessian eigenvalues floored at HESS_FLOOR/V_k, negative ones replaced by max(|.|, NEG_CURV_FLOOR/V_k);
     best of the trial steps ``_STEPS``): the small floor keeps quadratic convergence at nearly degenerate minima, the
     larger one keeps steps out of concave regions short, so that one start lands in its nearest local minimum."""
-    xs, Js, _ = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
+    xs, Js, _ = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0)
     return xs[jnp.argmin(Js)]
 
 
-def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart):
+def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None, presolved=None):
     """chi_hat plus two per-sample flags: the inner problem did not converge (|grad J| > INNER_GTOL at chi_hat), and
     it is non-convex here (another start ended at a different stationary point with a higher value)."""
-    xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
+    xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0, presolved)
     b = jnp.argmin(Js)
     other = (jnp.max(jnp.abs(xs - xs[b]), axis=-1) > 1e-4) & (gs < INNER_GTOL)
     return xs[b], gs[b] > INNER_GTOL, jnp.any(other)
 
 
-def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
-    chi = _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
+def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True, chi0=None):
+    chi = _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0)
     w = act(chi, mask, c)
     r = (y - w @ omega_v) / (1 + V_v * (w @ w))
     f_k = jnp.where(mask, (chi - omega_k) / V_k, 0.0)
@@ -241,27 +279,115 @@ def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multista
     return f_k, f_v, r
 
 
-@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian", "multistart"))
-def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jacobian: str = "implicit",
-          multistart: bool = True):
+def _omegas(order, samples: FrozenSamples):
     m_k, q_k, V_k, m_v, q_v, V_v = order
     s_k = jnp.sqrt(jnp.maximum(q_k - m_k**2, 0.0))
     s_v = jnp.sqrt(jnp.maximum(q_v - m_v**2, 0.0))
     om_k = m_k * samples.chi + s_k * samples.xi_k
     om_v = jnp.where(samples.mask, m_v * samples.zeta + s_v * samples.xi_v, 0.0)
+    return om_k, om_v, s_k, s_v
 
-    def unrolled(ok, ov, y, mask):
+
+@partial(jax.jit, static_argnames=("act", "n_cap", "n_newton", "multistart"))
+def _loop_from_starts(act, order, samples: FrozenSamples, c, n_cap: int, n_newton: int, multistart: bool,
+                      chi0=None):
+    """Every (sample, start) pair's Newton loop from its start (:func:`_starts`), capped at ``n_cap`` steps: the
+    loop states and which pairs are unfinished (n, S)."""
+    om_k, om_v, _, _ = _omegas(order, samples)
+    V_k, V_v = order[2], order[5]
+    st = jax.vmap(lambda ok, y, m, x0: _starts(ok, y, m, V_k, multistart, x0))(
+        om_k, samples.y, samples.mask, om_k if chi0 is None else chi0)
+    i0, moved0 = jnp.zeros((), jnp.int32), jnp.ones((), bool)  # fixed dtypes: one compiled _loop_round per size
+    loop = jax.vmap(jax.vmap(lambda ok, ov, y, m, x0: _newton_loop(act, ok, ov, y, m, V_k, V_v, c, x0, i0, moved0,
+                                                                   n_cap), (None, None, None, None, 0)))
+    i, x, moved = loop(om_k, om_v, samples.y, samples.mask, st)
+    return x, i, moved, _loop_active(act, om_k, om_v, samples, c, V_k, V_v, x, i, moved, n_newton)
+
+
+@partial(jax.jit, static_argnames=("act", "n_newton", "n_more"))
+def _loop_round(act, order, samples: FrozenSamples, c, x, i, moved, rows, cols, n_newton: int, n_more: int):
+    """One round of :func:`_presolve`: the loops of the pairs (rows, cols) resumed for at most ``n_more`` further
+    steps (never beyond ``n_newton`` in all), written back; returns the new states and which pairs are unfinished."""
+    om_k, om_v, _, _ = _omegas(order, samples)
+    V_k, V_v = order[2], order[5]
+    loop = jax.vmap(lambda ok, ov, y, m, x, i, mv: _newton_loop(act, ok, ov, y, m, V_k, V_v, c, x, i, mv,
+                                                                 jnp.minimum(i + n_more, n_newton)))
+    ir, xr, mr = loop(om_k[rows], om_v[rows], samples.y[rows], samples.mask[rows], x[rows, cols], i[rows, cols],
+                      moved[rows, cols])
+    x, i, moved = x.at[rows, cols].set(xr), i.at[rows, cols].set(ir), moved.at[rows, cols].set(mr)
+    return x, i, moved, _loop_active(act, om_k, om_v, samples, c, V_k, V_v, x, i, moved, n_newton)
+
+
+def _loop_active(act, om_k, om_v, samples: FrozenSamples, c, V_k, V_v, x, i, moved, n_newton: int):
+    """Whether each (sample, start) loop would take another step (n, S)."""
+
+    def one(ok, ov, y, m, x, i, mv):
+        _, _, _, gmax = _newton(act, ok, ov, y, m, V_k, V_v, c)
+        return (i < n_newton) & (gmax(x) > NEWTON_STOP) & mv
+
+    return jax.vmap(jax.vmap(one, (None, None, None, None, 0, 0, 0)))(om_k, om_v, samples.y, samples.mask, x, i,
+                                                                       moved)
+
+
+PRESOLVE_STEPS = 3  # Newton steps per round of _presolve; after each round the unfinished pairs are gathered
+
+
+def _bucket(n: int, total: int) -> int:
+    return min(max(16, 1 << int(math.ceil(math.log2(n) - 1e-12))), total)
+
+
+def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30, multistart: bool = True):
+    """Compile the resumed Newton loops of :func:`_presolve` for every batch size a map evaluation on ``samples`` can
+    need (benchmarks call this so that no compilation falls inside a timing)."""
+    n, L = samples.chi.shape
+    S = 2 * L + 1 if multistart else 1
+    order = jnp.asarray([0.5, 0.5, 1.0, 0.5, 0.5, 1.0])
+    x, i, moved = jnp.zeros((n, S, L)), jnp.zeros((n, S), jnp.int32), jnp.ones((n, S), bool)
+    for size in sorted({_bucket(2**k, n * S) for k in range(int(math.log2(n * S)) + 2)}):
+        idx = jnp.zeros(size, int)
+        jax.block_until_ready(_loop_round(dataclasses.replace(act, c=0.0), order, samples, act.c, x, i, moved, idx,
+                                          idx, n_newton, PRESOLVE_STEPS))
+
+
+def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None):
+    """The Newton loops of every (sample, start) pair, as in :func:`_prox_all` but without running the whole batch
+    until its slowest member stops: rounds of PRESOLVE_STEPS steps, after each of which the unfinished pairs are
+    gathered into a smaller batch (padded to a power of 2, at least 16, to bound recompilation; see
+    :func:`compile_buckets`). Per pair the step sequence is the same as in one long loop. Returns the loops' end
+    points (n, S, L)."""
+    x, i, moved, active = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton,
+                                            multistart, chi0)
+    total = x.shape[0] * x.shape[1]
+    while True:
+        rows, cols = np.nonzero(np.asarray(active))
+        if rows.size == 0:
+            return x
+        size = _bucket(rows.size, total)
+        pad = np.concatenate([np.arange(rows.size), np.full(size - rows.size, 0)])
+        # padding repeats the first unfinished pair: the same loop computed twice, written back twice
+        x, i, moved, active = _loop_round(act, order, samples, c, x, i, moved, jnp.asarray(rows[pad]),
+                                          jnp.asarray(cols[pad]), n_newton, PRESOLVE_STEPS)
+
+
+@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian", "multistart"))
+def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jacobian: str = "implicit",
+          multistart: bool = True, chi0=None, presolved=None):
+    m_k, q_k, V_k, m_v, q_v, V_v = order
+    om_k, om_v, s_k, s_v = _omegas(order, samples)
+
+    def unrolled(ok, ov, y, mask, c0, ps):
         fk, fv, r = _channel_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
         dfk = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, o, ov, y, mask, V_k, V_v, c, n_newton,
                                                          multistart)[0])(ok))
         dfv = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, ok, o, y, mask, V_k, V_v, c, n_newton,
                                                          multistart)[1])(ov))
-        _, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
-        return fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx
-
-    def implicit(ok, ov, y, mask):
-        """Implicit function theorem at chi_hat: d chi_hat/d omega = -H^{-1} d(grad J)/d omega."""
         chi, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
+        return (fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx, chi,
+                jnp.full((2, 2, 2, 2), jnp.nan))
+
+    def implicit(ok, ov, y, mask, c0, ps):
+        """Implicit function theorem at chi_hat: d chi_hat/d omega = -H^{-1} d(grad J)/d omega."""
+        chi, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart, c0, ps)
         chi = jax.lax.stop_gradient(chi)
         mm = mask[:, None] & mask[None, :]
 
@@ -275,16 +401,28 @@ def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jaco
         H = jnp.where(mm, jax.jacfwd(grad_J, 0)(chi, ok, ov), jnp.eye(chi.shape[0]))
         dchi_k = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 1)(chi, ok, ov), 0.0))
         dchi_v = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 2)(chi, ok, ov), 0.0))
-        dfk = (jnp.diag(dchi_k) - 1.0) / V_k
-        dfv = jnp.diag(jax.jacfwd(f_v, 0)(chi, ov) @ dchi_v + jax.jacfwd(f_v, 1)(chi, ov))
+        # the Jacobian blocks J^{ac} = d f^a / d omega^c (L x L each; zero on padded tokens)
+        dfv_chi = jax.jacfwd(f_v, 0)(chi, ov)
+        eye = jnp.eye(chi.shape[0])
+        blocks = jnp.stack([jnp.stack([jnp.where(mm, dchi_k - eye, 0.0) / V_k, dchi_v / V_k]),
+                            jnp.stack([dfv_chi @ dchi_k, dfv_chi @ dchi_v + jax.jacfwd(f_v, 1)(chi, ov)])])
+        # Frobenius products P[a, c, b, d] = <J^{ac}, J^{bd}>_F (the replicon / AT operator, see at_stability)
+        frob = jnp.einsum("acij,bdij->acbd", blocks, blocks)
+        dfk = jnp.diagonal(blocks[0, 0])
+        dfv = jnp.diagonal(blocks[1, 1])
         w = act(chi, mask, c)
         r = (y - w @ ov) / (1 + V_v * (w @ w))
         fk = jnp.where(mask, (chi - ok) / V_k, 0.0)
-        return (fk, w * r, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx)
+        return (fk, w * r, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx,
+                chi, frob)
 
     one = unrolled if jacobian == "unrolled" else implicit
 
-    fk, fv, r, dk, dv, bad, ncvx = jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
+    c0 = om_k if chi0 is None else chi0
+    ps = om_k[:, None] if presolved is None else presolved
+    fk, fv, r, dk, dv, bad, ncvx, chi_hat, frob = jax.vmap(
+        lambda a, b, y, m, x0, p: one(a, b, y, m, None if chi0 is None else x0, None if presolved is None else p))(
+        om_k, om_v, samples.y, samples.mask, c0, ps)
     # Stein's lemma: E[sum_l df_l/domega_l] = E[sum_l f_l xi_l]/s_a, the distributional derivative, which includes
     # the jumps of f where the global minimiser of the proximal problem switches between local minima (the
     # pointwise implicit/unrolled derivative misses them). Needs s_a > 0.
@@ -304,7 +442,53 @@ def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jaco
     qh_v = alpha * jnp.mean(jnp.sum(fv**2, -1))
     mh_k = alpha * jnp.mean(jnp.sum(fk * samples.chi, -1)) + m_k * Vh_k
     mh_v = alpha * jnp.mean(jnp.sum(fv * samples.zeta, -1)) + m_v * Vh_v
-    return jnp.stack([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v]), 0.5 * jnp.mean(r**2), diag
+    return (jnp.stack([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v]), 0.5 * jnp.mean(r**2), diag, chi_hat,
+            alpha * jnp.mean(frob, axis=0))
+
+
+def at_eigenvalue(P, V_k: float, V_v: float) -> float:
+    r"""Replicon (de Almeida-Thouless) eigenvalue of the RS fixed point on M: the RS saddle point is locally stable
+    against replica-symmetry breaking iff the returned value is < 1 [I: derived here, not from the paper].
+
+    Formula. With the channel Jacobian blocks ``J^{ac}_{ll'} = d f^a_l / d omega^c_{l'}`` (a, c in {k, v}; l, l' the
+    L tokens; f^k = (chi_hat - omega^k)/V_k, f^v = sigma(chi_hat) r, evaluated pointwise by the implicit function
+    theorem at the proximal point) and ``P[a, c, b, d] = alpha E[<J^{ac}, J^{bd}>_F]`` (argument ``P``), the
+    replicon operator acting on symmetric 2 x 2 perturbations dQ of the (k, v) overlap matrix is::
+
+        T(dQ)_{ab} = V_a V_b sum_{c,d} P[a, c, b, d] dQ_{cd}
+                   = V_a V_b alpha E[ sum_{l,l'} (J_{ll'} dQ J_{ll'}^T)_{ab} ],     J_{ll'} = (J^{ac}_{ll'})_{a,c} in R^{2x2}
+
+    and the condition is ``rho(T) < 1`` (spectral radius over symmetric dQ). f = -grad of the Moreau envelope of the
+    proximal problem, so J (2L x 2L) is symmetric, ``A: dQ -> E sum J dQ J^T`` is self-adjoint for the Frobenius
+    product and T = V A V is similar to a self-adjoint map: its eigenvalues are real; A maps positive semi-definite
+    matrices to positive semi-definite ones, so rho(T) is itself an eigenvalue (Krein-Rutman).
+
+    Derivation. At zero temperature the replicon mode perturbs the overlap between two different replicas away from
+    its RS value; each replica's fields then carry an extra independent Gaussian fluctuation ``d omega_l ~ N(0, dQ)``,
+    independent across tokens (the student directions orthogonal to k*, v* see i.i.d. Gaussian tokens under the
+    base measure, and the tilt acts on chi* only). The channel answers linearly, ``d f_l = sum_{l'} J_{ll'} d
+    omega_{l'}``, and the conjugate overlaps move by ``dQ_hat = alpha E[sum_l d f_l d f_l^T]`` =
+    ``alpha E[sum_{l,l'} J_{ll'} dQ J_{ll'}^T]``. The ridge prior's proximal map is linear with slope V_a =
+    1/(lambda_a + V_hat_a) per vector, so the overlaps answer ``dQ = V dQ_hat V`` with V = diag(V_k, V_v). The
+    perturbation grows under this loop, i.e. RS is unstable, iff rho(T) >= 1. This is the vector form of the scalar
+    GLM/ERM condition ``alpha E[(d f_out/d omega)^2] E[(d f_in/d B)^2] < 1`` (de Almeida & Thouless, J. Phys. A 11,
+    983 (1978), for the SK model; the scalar form is the zero-temperature replicon of generalised linear ERM).
+
+    Check (tested): at L = 1 the k-sector is inert (J^{kk} = J^{kv} = J^{vk} = 0) and ``J^{vv} = -1/(1 + V_v)``, so
+    ``rho(T) = alpha V_v^2 / (1 + V_v)^2 = (1 - lambda V_v) V_v / (1 + V_v) < 1`` at the ridge fixed point: ridge
+    is always RS-stable.
+
+    Args: P (2, 2, 2, 2) as above (alpha included), V_k, V_v. Returns rho(T) (NaN if P is not finite)."""
+    P = np.asarray(P, dtype=np.float64)
+    if not np.all(np.isfinite(P)):
+        return math.nan
+    V = np.array([V_k, V_v])
+    r = 1.0 / math.sqrt(2.0)
+    basis = [np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[0.0, 0.0], [0.0, 1.0]]),
+             np.array([[0.0, r], [r, 0.0]])]
+    T = lambda dQ: np.outer(V, V) * np.einsum("acbd,cd->ab", P, dQ)  # noqa: E731
+    M = np.array([[np.sum(Bi * T(Bj)) for Bj in basis] for Bi in basis])
+    return float(np.max(np.abs(np.linalg.eigvals(M))))
 
 
 class MapValue(NamedTuple):
@@ -324,6 +508,8 @@ class MapValue(NamedTuple):
     jump_k_se: float = math.nan
     jump_v: float = math.nan
     jump_v_se: float = math.nan
+    at: float = math.nan
+    chi: object = None
 
     @property
     def valid(self) -> bool:
@@ -331,15 +517,27 @@ class MapValue(NamedTuple):
 
 
 def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
-                 jacobian: str = "implicit", multistart: bool = True) -> MapValue:
+                 jacobian: str = "implicit", multistart: bool = True, chi0=None) -> MapValue:
     """The fixed-point map with its diagnostics (see :class:`MapValue`); prior updates of spec 4.2
     ``V_a = 1/(lambda_a + V_hat_a)``, ``m_a = m_hat_a V_a``, ``q_a = (m_hat_a^2 + q_hat_a) V_a^2``. When
     ``lambda_a + V_hat_a <= 0`` the ridge prior update has no positive V_a: the replica-symmetric saddle point does
-    not exist at this order (non-convex channel, small lambda) and the new order is NaN."""
+    not exist at this order (non-convex channel, small lambda) and the new order is NaN.
+
+    ``chi0`` (n, L_max), single start only: warm start of every sample's inner Newton iteration (the proximal points
+    ``MapValue.chi`` of a previous evaluation at a nearby order) instead of omega^k. Where the proximal problem is
+    convex this changes chi_hat only at round-off; where it is not, the warm start follows the local minimum it
+    starts in (the multistart map does not use it). ``MapValue.at`` is the replicon eigenvalue of
+    :func:`at_eigenvalue` at the input order (NaN with ``jacobian="unrolled"``)."""
     if jacobian not in ("implicit", "unrolled", "stein"):
         raise ValueError(f"jacobian must be 'implicit', 'unrolled' or 'stein', got {jacobian!r}")
-    hats, train, diag = _hats(dataclasses.replace(act, c=0.0), jnp.asarray(order, dtype=jnp.float64), alpha,
-                              samples, act.c, n_newton, jacobian, bool(multistart))
+    if chi0 is not None and multistart:
+        raise ValueError("a warm start chi0 is for the single-start map (multistart=False) only")
+    act0, order = dataclasses.replace(act, c=0.0), jnp.asarray(order, dtype=jnp.float64)
+    presolved = None
+    if jacobian != "unrolled":
+        presolved = _presolve(act0, order, samples, act.c, n_newton, bool(multistart), chi0)
+    hats, train, diag, chi, frob = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian,
+                                         bool(multistart), None if presolved is not None else chi0, presolved)
     hats = np.asarray(hats, dtype=np.float64)
     mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = hats
     new = np.full(6, np.nan)
@@ -347,7 +545,8 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
         V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
         new = np.array([mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v])
     diag = np.asarray(diag)
-    return MapValue(new, hats, float(train), *(float(t) for t in diag))
+    at = at_eigenvalue(np.asarray(frob), float(order[2]), float(order[5]))
+    return MapValue(new, hats, float(train), *(float(t) for t in diag), at, chi)
 
 
 def replica_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
@@ -368,7 +567,9 @@ class ReplicaResult(NamedTuple):
     ``objective`` is the training objective per sample at the fixed point, ``E[r^2/2] + (lambda_k q_k + lambda_v
     q_v)/(2 alpha)`` (the RS ground-state energy: the ERM minimiser is the branch with the lowest value);
     ``inner_unconverged`` / ``nonconvex`` / ``jump_*`` are the map's diagnostics (:class:`MapValue`) at the
-    returned point, ``jacobian`` the V_hat estimator used."""
+    returned point, ``jacobian`` the V_hat estimator used, ``at`` the replicon eigenvalue (:func:`at_eigenvalue`;
+    RS stable iff < 1) at the returned point's input, ``chi`` the proximal points of the last evaluation (a warm start
+    for a nearby solve)."""
 
     order: Order
     train_loss: float
@@ -388,6 +589,8 @@ class ReplicaResult(NamedTuple):
     jump_v: float = math.nan
     jump_v_se: float = math.nan
     jacobian: str = ""
+    at: float = math.nan
+    chi: object = None
 
 
 def _check_args(alpha, lam_k, lam_v, damping):
@@ -411,7 +614,7 @@ def _feasible(x) -> np.ndarray | None:
 def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
                   damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500, n_newton: int = 30,
                   method: str = "anderson", memory: int = 5, branch: str = "", multistart: bool | str = "verify",
-                  jacobian: str = "auto") -> ReplicaResult:
+                  jacobian: str = "auto", warm_start: bool = True, chi0=None) -> ReplicaResult:
     r"""Fixed point of the map F (:func:`evaluate_map`) from ``init`` (six numbers), to ``max|F(x) - x| < tol``.
 
     ``method="damped"``: ``x <- damping x + (1 - damping) F(x)``.
@@ -424,8 +627,11 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
 
     with dX, dG the differences of the stored iterates and residuals. ``multistart``: the inner problem from one
     start (omega^k) or from 2L + 1 starts (:func:`_starts`, the global minimum of non-convex proximal problems);
-    "verify" (default) iterates with one start, then continues with all starts from that point (one evaluation
-    when no sample had a lower minimum elsewhere). Safeguards: the history is cleared and the
+    "verify" (default) iterates with one start to convergence, then evaluates the multistart map once there: if no
+    sample had a lower minimum elsewhere that is the fixed point of the multistart map; otherwise the single-start
+    iteration resumes, warm-started at the multistart proximal points (so it follows the lower minima), and is
+    verified again (at most ``VERIFY_ROUNDS`` times, then the multistart map is iterated directly). The returned
+    point is in every case a fixed point of the multistart map to ``tol``. Safeguards: the history is cleared and the
     plain damped step taken when the accelerated point leaves the physical set (V_a <= 0), or when its residual is
     more than 10 times the current one; q_a is projected onto q_a >= m_a^2. If F is invalid at a trial point
     (lambda + V_hat <= 0, see :func:`evaluate_map`), the step is halved towards the current point (up to 20 times).
@@ -436,6 +642,11 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     near a fold of the proximal map the implicit derivative is heavy-tailed and a single frozen sample can stall the
     iteration; where minimisers switch the Stein form is also the correct, distributional one). The estimator that
     produced the fixed point is reported in ``ReplicaResult.jacobian``; ``n_iter`` counts every evaluation.
+
+    ``warm_start`` (default True): each single-start evaluation starts the inner Newton iterations at the proximal
+    points of the previous valid evaluation (``chi0`` for the first one, e.g. ``ReplicaResult.chi`` of a nearby
+    solve; omega^k if None) instead of at omega^k: near convergence one or two Newton steps per sample instead of
+    about ten. Multistart evaluations always start from :func:`_starts`.
     """
     _check_args(alpha, lam_k, lam_v, damping)
     if method not in ("anderson", "damped"):
@@ -448,26 +659,49 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     if jacobian not in ("implicit", "unrolled", "stein", "auto"):
         raise ValueError(f"jacobian must be 'implicit', 'unrolled', 'stein' or 'auto', got {jacobian!r}")
 
-    def F_with(ms, jac):
-        return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, ms)
+    def F_with(ms, jac, chi=None):
+        if ms or not warm_start:
+            return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, ms)
+        last = [chi]
+
+        def F(x):
+            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, False, last[0])
+            if v.valid:
+                last[0] = v.chi
+            return v
+
+        return F
 
     def result(x, v, res, n, status, jac):
         o = Order(*(float(t) for t in x))
         obj = v.train_loss + (lam_k * o.q_k + lam_v * o.q_v) / (2 * alpha)
         return ReplicaResult(o, v.train_loss, res, n, status == "converged", branch, status, obj,
                              v.inner_unconverged, v.nonconvex, float(alpha), float(lam_k), float(lam_v),
-                             v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se, jac)
+                             v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se, jac, v.at, v.chi)
 
     def attempt(x, jac, budget):
         if multistart != "verify":
-            return fixed_point(F_with(bool(multistart), jac), x, _feasible, damping, tol, budget, method, memory)
-        x1, v1, r1, n1, status = fixed_point(F_with(False, jac), x, _feasible, damping, tol, budget, method, memory)
-        if status != "converged":
-            return x1, v1, r1, n1, status
-        # the single-start fixed point is one of the multistart map when no sample has a lower local minimum there
-        x2, v2, res, n2, status = fixed_point(F_with(True, jac), x1, _feasible, damping, tol, max(budget - n1, 1),
+            return fixed_point(F_with(bool(multistart), jac, chi0), x, _feasible, damping, tol, budget, method,
+                               memory)
+        chi, n = chi0, 0
+        for _ in range(VERIFY_ROUNDS):
+            x, v, res, n1, status = fixed_point(F_with(False, jac, chi), x, _feasible, damping, tol, budget - n,
+                                                method, memory)
+            n += n1
+            if status != "converged":
+                return x, v, res, n, status
+            # the single-start fixed point is one of the multistart map when no sample has a lower minimum there
+            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, True)
+            n += 1
+            if not v.valid:
+                return x, v, res, n, "invalid"
+            res = float(np.max(np.abs(v.order - x)))
+            if res < tol:
+                return v.order, v, res, n, "converged"
+            chi = v.chi  # some samples have a lower minimum: follow it
+        x2, v2, res, n2, status = fixed_point(F_with(True, jac), x, _feasible, damping, tol, max(budget - n, 1),
                                               method, memory)
-        return x2, v2, res, n1 + n2, status
+        return x2, v2, res, n + n2, status
 
     x = _feasible(init)
     if x is None:
