@@ -114,3 +114,31 @@ def test_low_snr_bad_config_is_rejected(bad):
     p = all_presets()["duranthon-low-snr"]
     with pytest.raises(AttnlabError):
         resolve_config(p.config_cls, p.quick, bad)
+
+
+def test_sample_complexity_paper_settings_fix_model_nu_L_and_search_lambda():
+    from attnlab.presets.duranthon import PAPER_LAM_GRID
+
+    p = all_presets()["duranthon-sample-complexity"]
+    cfg = resolve_config(p.config_cls, p.quick, {"setting": "fig3-max-nuinf"})
+    assert (cfg.model, cfg.nu, cfg.L, cfg.lam_grid) == ("max", math.inf, 3, PAPER_LAM_GRID)
+    cfg = resolve_config(p.config_cls, p.quick, {"setting": "fig3-spiked-nu1", "lam_grid": [0.5, 1.0]})
+    assert (cfg.model, cfg.nu, cfg.L, cfg.lam_grid) == ("spiked", 1.0, 3, (0.5, 1.0))
+    assert p.config_cls(**cfg.model_dump()) == cfg  # round trip of the resolved config
+    for bad in ({"setting": "fig3-spiked-nu1", "nu": 2.0}, {"setting": "fig3-spiked-nu2", "L": 2},
+                {"setting": "fig3-max-nuinf", "model": "spiked"}, {"setting": "fig4"}, {"lam_grid": [0.1, -1.0]}):
+        with pytest.raises(AttnlabError):
+            resolve_config(p.config_cls, p.quick, bad)
+
+
+def test_sample_complexity_lambda_grid_search_picks_the_lowest_replica_test_error():
+    from attnlab.slr.sample_complexity import theory_vs_simulation
+
+    ds = theory_vs_simulation(jax.random.key(0), "spiked", 2.0, 2, (2.0,), 1.0, 1.0, ("softmax",), n_replica=128,
+                              n_sets=2, sqrt_ND=60.0, n_seeds=2, n_test=500, n_risk=2000, lam_grid=(1.0, 0.1, 0.3))
+    grid = ds.replica_test_error_grid.sel(activation="softmax", alpha=2.0)
+    assert list(ds.lam_grid.values) == [1.0, 0.3, 0.1] and bool(ds.replica_converged_grid.all())
+    lam = float(ds.lambda_opt.sel(activation="softmax", alpha=2.0, lam_kv="lambda_k"))
+    assert lam == float(grid.lam_grid[int(np.argmin(grid.values))])
+    assert float(ds.replica_test_error.sel(activation="softmax", alpha=2.0)) == float(grid.min())
+    assert bool(ds.replica_converged.all()) and np.all(ds.replica_at_eigenvalue.values < 1)

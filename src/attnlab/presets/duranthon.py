@@ -361,19 +361,49 @@ class _ReplicaVsERMConfig(ExperimentConfig):
         return self
 
 
-class SampleComplexityConfig(_ReplicaVsERMConfig):
-    """Config of ``duranthon-sample-complexity`` (one model, nu, L and lambda per run)."""
+# The paper's Fig. 3 settings [3P] (spec 4.5/5): model, nu, L; lambda tuned by grid search (grid U: ours below)
+PAPER_SETTINGS = {"fig3-spiked-nu1": {"model": "spiked", "nu": 1.0, "L": 3},
+                  "fig3-spiked-nu2": {"model": "spiked", "nu": 2.0, "L": 3},
+                  "fig3-max-nuinf": {"model": "max", "nu": math.inf, "L": 3}}
+PAPER_LAM_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
 
+
+class SampleComplexityConfig(_ReplicaVsERMConfig):
+    """Config of ``duranthon-sample-complexity`` (one model, nu, L per run; lambda fixed or by grid search).
+
+    ``setting`` names one of the paper's Fig. 3 settings (:data:`PAPER_SETTINGS`): it fixes model, nu and L (an
+    explicit different value is an error) and, unless given, searches lambda over :data:`PAPER_LAM_GRID`::
+
+        attnlab sweep duranthon-sample-complexity --grid setting=fig3-spiked-nu1,fig3-spiked-nu2,fig3-max-nuinf
+    """
+
+    setting: Literal["custom", "fig3-spiked-nu1", "fig3-spiked-nu2", "fig3-max-nuinf"] = "custom"
     nu: float = pydantic.Field(5.0, gt=0, description="signal strength (inf allowed for max-SLR)")
     L: int = pydantic.Field(2, ge=1, description="sequence length")
     alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
-    lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v")
+    lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v (when lam_grid is empty)")
+    lam_grid: tuple[float, ...] = pydantic.Field((), description="lambda_k = lambda_v grid: per alpha and activation "
+                                                 "the lambda of lowest replica test error (empty: fixed lam)")
     activations: tuple[Literal["softmax", "linear"], ...] = ("softmax", "linear")
     n_replica: int = pydantic.Field(1500, ge=50, description="frozen samples per replica set")
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM repeats per alpha")
     n_risk: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples of the test-error formula")
 
     _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
+    _lam_grid = pydantic.field_validator("lam_grid")(classmethod(lambda cls, v: _positive_finite("lambda", v)))
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _paper_setting(cls, values):
+        if not isinstance(values, dict) or values.get("setting", "custom") == "custom":
+            return values
+        values = dict(values)
+        for k, v in PAPER_SETTINGS.get(values["setting"], {}).items():
+            if k in values and (values[k] != v if k == "model" else float(values[k]) != float(v)):
+                raise ValueError(f"setting={values['setting']} fixes {k}={v}, got {k}={values[k]}")
+            values[k] = v
+        values.setdefault("lam_grid", PAPER_LAM_GRID)
+        return values
 
 
 def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr.Dataset:
@@ -382,7 +412,7 @@ def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
     return theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lam, cfg.lam, cfg.activations,
                                 cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
-                                informed_scale=scale, progress=progress)
+                                informed_scale=scale, lam_grid=cfg.lam_grid or None, progress=progress)
 
 
 def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
@@ -396,6 +426,8 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
             sim_mean, sim_se = float(sim.mean()), float(sim.std(ddof=1) / math.sqrt(sim.size))
             metrics[f"{a}_sim_test_error_alpha{al:g}"] = sim_mean
             metrics[f"{a}_replica_test_error_alpha{al:g}"] = float(p.replica_test_error)
+            if "lambda_opt" in ds:
+                metrics[f"{a}_lambda_alpha{al:g}"] = float(p.lambda_opt.sel(lam_kv="lambda_k"))
             if bool(p.replica_converged.all()) and math.isfinite(float(p.replica_test_error)):
                 gaps.append(abs(float(p.replica_test_error) - sim_mean))
                 checks.append(Check(f"replica vs ERM test error, {a}, alpha={al:g} (D={int(ds.D.sel(alpha=al))})",
@@ -403,6 +435,10 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                                     5 * math.hypot(sim_se, float(p.replica_test_error_se)),
                                     f"5 SE ({sim.size} ERM seeds, {ds.sizes['set']} frozen sets)"))
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    if "replica_at_eigenvalue" in ds:
+        metrics["max_at_eigenvalue"] = float(np.nanmax(ds.replica_at_eigenvalue.values))
+    if "replica_converged_grid" in ds and ds.sizes["lam_grid"] > 1:
+        metrics["grid_fixed_points_converged_fraction"] = float(ds.replica_converged_grid.mean())
     if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
         metrics["bo_fixed_points_converged_fraction"] = float(ds.bo_converged.mean())
         for al in ds.alpha.values:
@@ -439,8 +475,9 @@ def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
     if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
         ax.plot(alphas, ds.bo_test_error.values, "k-", lw=1.5, label="Bayes-optimal (spec 4.3)")
     ax.axhline(float(ds.bayes_population), color="k", ls="--", lw=1, label="Bayes risk, alpha = inf")
+    lam_txt = "lambda by grid search" if ds.attrs.get("lambda_grid_search") else f"lambda={ds.attrs['lambda_k']:g}"
     ax.set(xlabel="alpha = N/D", ylabel="test error E(y - f)^2", xscale="log",
-           title=f"{ds.attrs['model']}-SLR, nu={ds.attrs['nu']:g}, L={ds.attrs['L']}, lambda={ds.attrs['lambda_k']:g}")
+           title=f"{ds.attrs['model']}-SLR, nu={ds.attrs['nu']:g}, L={ds.attrs['L']}, {lam_txt}")
     ax.legend(fontsize=7)
     ax = axes[1]
     for a, name in enumerate(ds.activation.values):
@@ -535,6 +572,9 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                     metrics[f"replica_converged_{key}"] = float(conv)
                     metrics[f"replica_objective_{key}"] = float(q.replica_objective.mean())
                     metrics[f"nonconvex_fraction_{key}"] = float(q.replica_nonconvex_fraction.mean())
+                    if "replica_at_eigenvalue" in q:
+                        metrics[f"at_eigenvalue_max_{key}"] = float(np.nanmax(q.replica_at_eigenvalue.values)) \
+                            if np.isfinite(q.replica_at_eigenvalue.values).any() else float("nan")
                     for sec in ("k", "v"):
                         j = q.replica_jump.sel(jump=f"jump_{sec}").values
                         js = q.replica_jump.sel(jump=f"jump_{sec}_se").values
@@ -569,7 +609,7 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
     figs = {}
     for al in ds.alpha.values:
         p = ds.sel(alpha=al)
-        fig, axes = plt.subplots(1, 4, figsize=(22, 4.6), layout="constrained")
+        fig, axes = plt.subplots(1, 5, figsize=(27, 4.6), layout="constrained")
         ax = axes[0]
         styles = {"informed": "-", "uninformed": ":"}
         for j, jac in enumerate(ds.jacobian.values):
@@ -625,6 +665,18 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         ax.set(xscale="log", yscale="log", xlabel="lambda", ylabel="residual max|F(x) - x| (crosses)",
                title="convergence report (Anderson, tol 1e-8)")
         ax2.set(ylabel="map evaluations (faint circles)")
+        ax.legend(fontsize=6)
+        ax = axes[4]
+        if "replica_at_eigenvalue" in p:
+            for j, jac in enumerate(ds.jacobian.values):
+                for br in ds.branch.values:
+                    r = p.sel(jacobian=jac, branch=br)
+                    ev = r.replica_at_eigenvalue.where(r.replica_converged)  # converged sets only
+                    ax.plot(lams, ev.max("set").values, styles.get(br, "--"), color=f"C{j}", marker="d", ms=3,
+                            label=f"{jac} V_hat, {br}")
+        ax.axhline(1.0, color="k", lw=0.8, ls="--", label="RS unstable above")
+        ax.set(xscale="log", yscale="log", xlabel="lambda", ylabel="replicon eigenvalue rho(T), max over sets",
+               title="de Almeida-Thouless stability of the RS fixed point")
         ax.legend(fontsize=6)
         figs[f"low_snr_alpha{al:g}"] = fig
     return figs

@@ -1,7 +1,11 @@
 r"""Theory against simulation along alpha (Duranthon et al., spec 4-5): the driver behind the
-``duranthon-sample-complexity`` preset. Fixed lambda (no grid search yet) and informed starts only.
+``duranthon-sample-complexity`` preset. Informed starts only; lambda fixed or chosen by grid search.
 
 For each activation and each alpha:
+
+* lambda (``lam_grid`` given, lambda_k = lambda_v): the replica fixed point at every lambda of the grid on every
+  frozen set, and the lambda whose replica test error (mean over sets) is lowest, as the paper tunes its
+  regularisation "by grid search" (spec 5; grid U); the replica and ERM columns below are then at that lambda;
 
 * replica: :func:`attnlab.slr.replica.solve_replica` on ``n_sets`` independent frozen sample sets, continued in
   alpha (each set starts from its fixed point at the previous alpha, the first from the informed point); test error
@@ -36,10 +40,15 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                          activations=("softmax", "linear"), n_replica: int = 2000, n_sets: int = 3,
                          sqrt_ND: float = 1000.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 50_000,
                          informed_scale: float | None = None, tol: float = 1e-8, n_bo: int = 20_000,
-                         progress=None) -> xr.Dataset:
+                         lam_grid=None, progress=None) -> xr.Dataset:
     alphas = [float(a) for a in alphas]
     if any(a <= 0 for a in alphas):
         raise ValueError(f"every alpha must be > 0, got {alphas}")
+    grid = sorted({float(x) for x in lam_grid}, reverse=True) if lam_grid else None
+    if grid is not None and any(not x > 0 for x in grid):
+        raise ValueError(f"every lambda of the grid must be > 0, got {lam_grid}")
+    pairs = [(g, g) for g in grid] if grid else [(lam_k, lam_v)]
+    n_g = len(pairs)
     n_a, n_al = len(activations), len(alphas)
     rep = np.full((n_a, n_al, n_sets, 6), np.nan)
     rep_train, rep_res = np.full((n_a, n_al, n_sets), np.nan), np.full((n_a, n_al, n_sets), np.nan)
@@ -47,6 +56,9 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     rep_status = np.full((n_a, n_al, n_sets), "", dtype=object)
     rep_test, rep_test_se = np.full((n_a, n_al), np.nan), np.full((n_a, n_al), np.nan)
     rep_test_set = np.full((n_a, n_al, n_sets), np.nan)
+    rep_at = np.full((n_a, n_al, n_sets), np.nan)
+    grid_test, grid_conv = np.full((n_a, n_al, n_g), np.nan), np.zeros((n_a, n_al, n_g, n_sets), bool)
+    lam_opt = np.full((n_a, n_al, 2), np.nan)
     sim = np.full((n_a, n_al, n_seeds, 7), np.nan)
     sim_train, sim_test = np.full((n_a, n_al, n_seeds), np.nan), np.full((n_a, n_al, n_seeds), np.nan)
     sizes = np.zeros((n_al, 2), int)
@@ -56,27 +68,50 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     for a, name in enumerate(activations):
         act = activation(name)
         c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
-        starts = [(c0, c0 * c0, 1.0, 1.0, 1.0, 1.0)] * n_sets
+        # per (lambda, set): the last converged fixed point (start of the next alpha) and its proximal points; a
+        # lambda without one yet starts from the next larger lambda's fixed point at this alpha (continuation)
+        informed = (c0, c0 * c0, 1.0, 1.0, 1.0, 1.0)
+        starts = [[None] * n_sets for _ in range(n_g)]
+        chis = [[None] * n_sets for _ in range(n_g)]
         for i, alpha in enumerate(alphas):
-            for s in range(n_sets):
-                r = solve_replica(act, alpha, lam_k, lam_v, sets[s], starts[s], tol=tol)
+            best, by_g = None, []
+            for g, (lk, lv) in enumerate(pairs):
+                rs, mc_se, test_set = [], np.full(n_sets, np.nan), np.full(n_sets, np.nan)
+                for s in range(n_sets):
+                    x0, c_0 = starts[g][s], chis[g][s]
+                    if x0 is None:
+                        prev = by_g[-1][0][s] if by_g else None
+                        x0, c_0 = (tuple(prev.order), prev.chi) if prev is not None and prev.converged else (informed,
+                                                                                                             None)
+                    r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0)
+                    rs.append(r)
+                    grid_conv[a, i, g, s] = r.converged
+                    if r.converged:
+                        starts[g][s], chis[g][s] = tuple(r.order), r.chi
+                    o = r.order
+                    if r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2:
+                        # common random numbers across sets and lambdas: the spread is the sets' error
+                        m, e = overlap_risk(jax.random.fold_in(k_risk, i), act, model, nu, L, o.m_k, o.q_k, o.m_v,
+                                            o.q_v, n_risk)
+                        test_set[s], mc_se[s] = m, e
+                by_g.append((rs, test_set, mc_se))
+                if np.all(np.isfinite(test_set)):
+                    grid_test[a, i, g] = np.mean(test_set)
+                    if best is None or grid_test[a, i, g] < grid_test[a, i, best]:
+                        best = g
+            g = best if best is not None else 0  # no lambda with every set converged: the largest
+            rs, test_set, mc_se = by_g[g]
+            lam_opt[a, i] = pairs[g]
+            for s, r in enumerate(rs):
                 rep[a, i, s], rep_train[a, i, s] = np.asarray(r.order), r.train_loss
                 rep_res[a, i, s], rep_iter[a, i, s], rep_conv[a, i, s] = r.residual, r.n_iter, r.converged
-                rep_status[a, i, s] = r.status
-                if r.converged:
-                    starts[s] = tuple(r.order)
-            per_set, mc_se = [], []
-            for s in range(n_sets):
-                o = rep[a, i, s]
-                if rep_conv[a, i, s] and o[1] >= o[0] ** 2 and o[4] >= o[3] ** 2:
-                    m, e = overlap_risk(jax.random.fold_in(k_risk, i), act, model, nu, L, o[0], o[1], o[3], o[4],
-                                        n_risk)  # common random numbers across sets: the spread is the sets' error
-                    rep_test_set[a, i, s] = m
-                    per_set.append(m)
-                    mc_se.append(e)
-            if per_set:
-                spread = np.std(per_set, ddof=1) / math.sqrt(len(per_set)) if len(per_set) > 1 else np.nan
-                rep_test[a, i], rep_test_se[a, i] = np.mean(per_set), math.hypot(spread, np.mean(mc_se))
+                rep_status[a, i, s], rep_at[a, i, s] = r.status, r.at
+            rep_test_set[a, i] = test_set
+            ok = np.isfinite(test_set)
+            if ok.any():
+                spread = np.std(test_set[ok], ddof=1) / math.sqrt(ok.sum()) if ok.sum() > 1 else np.nan
+                rep_test[a, i], rep_test_se[a, i] = np.mean(test_set[ok]), math.hypot(spread, np.mean(mc_se[ok]))
+            lk, lv = pairs[g]
             D = max(4, int(round(sqrt_ND / math.sqrt(alpha))))
             N = max(2, int(round(alpha * D)))
             sizes[i] = (D, N)
@@ -85,8 +120,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                 kt, kd, kf = jax.random.split(ks, 3)
                 k_star, v_star = sample_teacher_sqrtD(kt, D)
                 b = sample_sequences(kd, k_star, v_star, model, nu, L, N)
-                e = fit_erm(act, b.X, b.mask, b.y, lam_k, lam_v,
-                            *informed_start(k_star, v_star, model, nu, scale=c0))
+                e = fit_erm(act, b.X, b.mask, b.y, lk, lv, *informed_start(k_star, v_star, model, nu, scale=c0))
                 sim[a, i, seed] = np.asarray(overlaps7(e.k, e.v, k_star, v_star))
                 sim_train[a, i, seed] = e.train_loss
                 # test chunks of the training shape (N, D): no extra compilation of the sampler
@@ -120,6 +154,13 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "replica_test_error_set": (("activation", "alpha", "set"), rep_test_set, u),
         "replica_test_error": (("activation", "alpha"), rep_test, {**u, "long_name": "spec 3.2, mean over sets"}),
         "replica_test_error_se": (("activation", "alpha"), rep_test_se, u),
+        "replica_at_eigenvalue": (("activation", "alpha", "set"), rep_at,
+                                  {**u, "long_name": "replicon (AT) eigenvalue; RS stable iff < 1"}),
+        "lambda_opt": (("activation", "alpha", "lam_kv"), lam_opt,
+                       {**u, "long_name": "lambda of the replica and ERM columns (grid-search optimum if a grid)"}),
+        "replica_test_error_grid": (("activation", "alpha", "lam_grid"), grid_test,
+                                    {**u, "long_name": "replica test error (mean over sets) at each grid lambda"}),
+        "replica_converged_grid": (("activation", "alpha", "lam_grid", "set"), grid_conv, u),
         "sim_overlaps": (("activation", "alpha", "seed", "overlap"), sim, u),
         "sim_train_loss": (("activation", "alpha", "seed"), sim_train, u),
         "sim_test_error": (("activation", "alpha", "seed"), sim_test, {**u, "long_name": "fresh-set test error"}),
@@ -131,9 +172,10 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "bo_residual": (("alpha",), bo_res, u), "bo_converged": (("alpha",), bo_conv, u),
     }
     coords = {"activation": list(activations), "alpha": alphas, "set": np.arange(n_sets), "order": list(_ORDER),
-              "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"]}
+              "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"],
+              "lam_kv": ["lambda_k", "lambda_v"], "lam_grid": [p[0] for p in pairs]}
     attrs = {"model": model, "nu": float(nu), "L": str(L), "lambda_k": lam_k, "lambda_v": lam_v,
-             "sqrt_ND": sqrt_ND, "n_replica": n_replica}
+             "sqrt_ND": sqrt_ND, "n_replica": n_replica, "lambda_grid_search": int(grid is not None)}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -172,7 +214,7 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     n_al, n_l, n_j, n_b = len(alphas), len(lams), len(jacobians), len(branches)
     shp = (n_al, n_l, n_j, n_b, n_sets)
     order = np.full(shp + (6,), np.nan)
-    res, obj, train, ncvx, inner = (np.full(shp, np.nan) for _ in range(5))
+    res, obj, train, ncvx, inner, at_ev = (np.full(shp, np.nan) for _ in range(6))
     jump = np.full(shp + (4,), np.nan)
     n_iter, conv = np.zeros(shp, int), np.zeros(shp, bool)
     status = np.full(shp, "", dtype=object)
@@ -188,20 +230,20 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
         for j, jac in enumerate(jacobians):
             for b, name in enumerate(branches):
                 for s in range(n_sets):
-                    x = starts[name]
+                    x, chi = starts[name], None
                     for m, lam in enumerate(lams):
                         if x is None:  # the path broke at a larger lambda: no start on this branch
                             status[i, m, j, b, s] = "continuation_stopped"
                             continue
                         r = solve_replica(act, alpha, lam, lam, sets[s], x, tol=tol, max_iter=max_iter,
-                                          branch=name, jacobian=jac)
+                                          branch=name, jacobian=jac, chi0=chi)
                         idx = (i, m, j, b, s)
                         order[idx], res[idx], obj[idx], train[idx] = r.order, r.residual, r.objective, r.train_loss
                         ncvx[idx], inner[idx], n_iter[idx], conv[idx] = (r.nonconvex, r.inner_unconverged,
                                                                          r.n_iter, r.converged)
-                        status[idx] = r.status
+                        status[idx], at_ev[idx] = r.status, r.at
                         jump[idx] = [getattr(r, f) for f in _JUMP]
-                        x = tuple(r.order) if r.converged else None
+                        x, chi = (tuple(r.order), r.chi) if r.converged else (None, None)
                         if r.converged:
                             o = r.order
                             test[idx], test_se[idx] = overlap_risk(jax.random.fold_in(k_risk, 100 * i + m), act,
@@ -241,6 +283,8 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
         "replica_train_loss": (rd, train, u),
         "replica_nonconvex_fraction": (rd, ncvx, {**u, "long_name": "samples with several local minima"}),
         "replica_inner_unconverged": (rd, inner, u),
+        "replica_at_eigenvalue": (rd, at_ev, {**u, "long_name": "replicon (AT) eigenvalue at the returned point; "
+                                                                 "RS stable iff < 1"}),
         "replica_jump": (rd + ("jump",), jump, {**u, "long_name": "Stein minus pointwise V_hat, with SE"}),
         "replica_test_error": (rd, test, u), "replica_test_error_se": (rd, test_se, u),
         "sim_overlaps": (sd + ("overlap",), sim, u),
