@@ -17,14 +17,22 @@ verified), so the spec's [I] heuristic of O(1/n) deviations holds for the second
 kurtosis converges slowly (H = 1: 2.76, 0.81, 0.38, 0.28, 0.25 at n = 16, 64, 256, 1024, 4096 against the limit
 0.243), so at the paper's n = 256 the H = 1 finite law is far more leptokurtic than its limit.
 
-Speed (``bench/width.py``, 2-core shared machine, load about 1.5, JAX compile cache off, compilation included):
-quick sizes 3 to 8 s each (27 s for the five paper presets, against 99 s before the speed work); paper sizes
-vary-width 18 s, scores 4 s, low-rank 32 s, vary-heads 89 s, relu 149 s (291 s in all, CPU 502 s). Each preset
-compiles one exact-sampler program (every width, the reference width and both limit copies; at quick sizes every H
-too) and one brute-force program. The two slow presets are bound by random-number generation (threefry, about
-20 ns CPU per 32-bit word here): vary-heads draws 2 chi-squares and 4 normals per head for H = 256, relu the explicit
-input matrix (4 n normals per network, n up to 1024, 1e6 networks per width); with exact per-network sampling the
-issue's one-minute total for the five paper presets is out of reach on this machine.
+Speed (``bench/width.py``, 2-core shared machine, JAX compile cache off, compilation included; CPU seconds are the
+robust figure here). At load 1-2 before the chi-square and reference-check work: quick sizes 27 s for the five paper
+presets; paper sizes vary-width 18 s, scores 4 s, low-rank 32 s, vary-heads 89 s, relu 149 s (291 s wall, 502 s CPU).
+Same commit re-measured at load 3-4.5, then after that work at load 4-5.5 (CPU s): vary-width 25.2 -> 25.8, scores
+3.9 -> 5.2 (the new chi-square compiles about 0.6 s longer), low-rank 37.8 -> 38.9, vary-heads 147.9 -> 97.8, relu
+174.1 -> 156.5; total 389 -> 324 s CPU (369 -> 320 s wall). sakai-wide at paper size: 206 -> 160 s CPU (204 -> 165 s
+wall, load 4). Where the time goes (threefry on this CPU: 29 ns per float64 normal, 17.5 ns per 64-bit word; an exact
+chi-square 83 ns, formerly 116-138): vary-heads at H = 256 draws per network 517 chi-squares and 1031 normals at
+n = 256 and 1025 normals in each of the two limit rows (16 words per finite head, 8 per limit head; the reference row
+is now drawn for 20,000 networks only); relu draws the explicit input matrix, 4 n normals per network (5472 for the
+five widths), 1e6 networks per width. Both are bound by random-number generation. No further exact reduction of the
+per-network counts was found (per head s normals and two chi-squares, one output normal per network; the Gram of
+relu(Z) is a sum of n iid non-Wishart matrices with no closed-form law). Drawing ReLU signs as bits and half-normals
+for the positive entries only (exact, half the normals) was tried and ran slower inside the compiled chunk loop (its
+gather costs about 43 ns per entry in a ``lax.map`` body, 15 ns at top level). So the issue's one-minute total for
+the five paper presets is out of reach with threefry on this machine.
 """
 
 from __future__ import annotations
