@@ -103,7 +103,9 @@ def test_low_snr_reports_every_point_and_passes_its_control_checks():
     assert metrics["fixed_points_converged_fraction"] == 1.0
     assert float(ds.replica_residual.max()) < 1e-8
     assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
-    assert any("control" in c.name for c in checks)
+    assert any("control" in c.name for c in checks) and any(c.name.startswith("RS stable") for c in checks)
+    # the replicon (AT) eigenvalue is reported at every point; RS is stable at the control lambda = 1
+    assert np.all(ds.replica_at_eigenvalue.sel(lam=1.0).values < 1) and metrics["unconverged_points"] == 0
     assert np.isfinite(ds.sim_test_error.values).all() and np.isfinite(ds.sim_objective.values).all()
     assert set(figs) == {"low_snr_alpha2"}
 

@@ -601,6 +601,23 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                                                             f"problem is convex ({br}, lambda={lam:g}, alpha={al:g}, "
                                                             f"set {int(s)})", 0.0, j, 5 * js + ROUND_OFF, "5 SE"))
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    if "replica_at_eigenvalue" in ds:
+        # where RS is locally unstable (replicon eigenvalue >= 1, :func:`attnlab.slr.replica.at_eigenvalue`) the RS
+        # fixed point, converged or not, is not the right description; the unconverged points are counted here
+        at, conv = ds.replica_at_eigenvalue.values, ds.replica_converged.values
+        tried = np.isfinite(at) & ~conv
+        metrics["unconverged_points"] = int(tried.sum())
+        metrics["unconverged_points_at_unstable_fraction"] = float((at[tried] >= 1).mean()) if tried.any() \
+            else float("nan")
+        for lam in ds.lam.values:
+            ok = ds.replica_converged.sel(lam=lam).values
+            a = ds.replica_at_eigenvalue.sel(lam=lam).values[ok]
+            metrics[f"at_eigenvalue_max_converged_lam{lam:g}"] = float(a.max()) if a.size else float("nan")
+        ok = ds.replica_converged.sel(lam=lam_max).values
+        a = ds.replica_at_eigenvalue.sel(lam=lam_max).values[ok]
+        if a.size:
+            checks.append(Check(f"RS stable at the control lambda={lam_max:g}: max(0, replicon eigenvalue - 1)", 0.0,
+                                max(0.0, float(a.max()) - 1.0), 0.0, "exact (AT condition rho(T) < 1)"))
     return metrics, checks
 
 
