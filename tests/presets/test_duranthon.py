@@ -137,7 +137,8 @@ def test_sample_complexity_lambda_grid_search_picks_the_lowest_replica_test_erro
     from attnlab.slr.sample_complexity import theory_vs_simulation
 
     ds = theory_vs_simulation(jax.random.key(0), "spiked", 2.0, 2, (2.0,), 1.0, 1.0, ("softmax",), n_replica=128,
-                              n_sets=2, sqrt_ND=60.0, n_seeds=2, n_test=500, n_risk=2000, lam_grid=(1.0, 0.1, 0.3))
+                              n_sets=2, sqrt_ND=60.0, n_seeds=2, n_test=500, n_risk=2000, n_bo=1024,
+                              lam_grid=(1.0, 0.1, 0.3))
     grid = ds.replica_test_error_grid.sel(activation="softmax", alpha=2.0)
     assert list(ds.lam_grid.values) == [1.0, 0.3, 0.1] and bool(ds.replica_converged_grid.all())
     lam = float(ds.lambda_opt.sel(activation="softmax", alpha=2.0, lam_kv="lambda_k"))

@@ -66,6 +66,13 @@ both starts (which give the same fixed point). Neither matches ERM on every over
 random starts end at different minima of the training loss, and the Stein (distributionally correct RS) fixed point
 has a lower training objective than any ERM run. Both signs point at replica-symmetry breaking or an ERM that does not
 reach the global minimum, rather than at the solver.
+
+Replica-symmetry stability (replicon eigenvalue, :func:`at_eigenvalue`; measured with ``attnlab run
+duranthon-low-snr --quick --set lams=[1,0.3,0.1,0.03,0.01]``, nu = 1, L = 3, alpha = 2, 2 QMC sets of 256 samples,
+both estimators and both starts): 0.22-0.36 at lambda = 1, 0.9-1.3 at lambda = 0.3, 1.1-1.8 at lambda <= 0.1. The RS
+fixed point is AT-unstable in the low-lambda regime where replica and ERM part, and each of the 5 points where the
+RS iteration did not converge (lambda <= 0.03) had a replicon eigenvalue >= 1 at its last iterate: there the RS
+ansatz itself is locally unstable, so a converged RS point would not be the right description either.
 """
 
 from __future__ import annotations
