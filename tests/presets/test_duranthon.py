@@ -142,6 +142,7 @@ def test_sample_complexity_lambda_grid_search_picks_the_lowest_replica_test_erro
     grid = ds.replica_test_error_grid.sel(activation="softmax", alpha=2.0)
     assert list(ds.lam_grid.values) == [1.0, 0.3, 0.1] and bool(ds.replica_converged_grid.all())
     lam = float(ds.lambda_opt.sel(activation="softmax", alpha=2.0, lam_kv="lambda_k"))
-    assert lam == float(grid.lam_grid[int(np.argmin(grid.values))])
-    assert float(ds.replica_test_error.sel(activation="softmax", alpha=2.0)) == float(grid.min())
+    stable = (ds.replica_at_eigenvalue_grid.sel(activation="softmax", alpha=2.0) < 1).all("set").values
+    assert lam == float(grid.lam_grid[int(np.argmin(np.where(stable, grid.values, np.inf)))])
+    assert float(ds.replica_test_error.sel(activation="softmax", alpha=2.0)) == float(grid.sel(lam_grid=lam))
     assert bool(ds.replica_converged.all()) and np.all(ds.replica_at_eigenvalue.values < 1)

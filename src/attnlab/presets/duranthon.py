@@ -384,6 +384,7 @@ class SampleComplexityConfig(_ReplicaVsERMConfig):
     lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v (when lam_grid is empty)")
     lam_grid: tuple[float, ...] = pydantic.Field((), description="lambda_k = lambda_v grid: per alpha and activation "
                                                  "the lambda of lowest replica test error (empty: fixed lam)")
+    lam_grid_rs_stable: bool = pydantic.Field(True, description="grid search among RS-stable (AT) fixed points only")
     activations: tuple[Literal["softmax", "linear"], ...] = ("softmax", "linear")
     n_replica: int = pydantic.Field(1500, ge=50, description="frozen samples per replica set")
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM repeats per alpha")
@@ -412,7 +413,8 @@ def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
     return theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lam, cfg.lam, cfg.activations,
                                 cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
-                                informed_scale=scale, lam_grid=cfg.lam_grid or None, progress=progress)
+                                informed_scale=scale, lam_grid=cfg.lam_grid or None,
+                                grid_rs_stable=cfg.lam_grid_rs_stable, progress=progress)
 
 
 def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):

@@ -5,7 +5,9 @@ For each activation and each alpha:
 
 * lambda (``lam_grid`` given, lambda_k = lambda_v): the replica fixed point at every lambda of the grid on every
   frozen set, and the lambda whose replica test error (mean over sets) is lowest, as the paper tunes its
-  regularisation "by grid search" (spec 5; grid U); the replica and ERM columns below are then at that lambda;
+  regularisation "by grid search" (spec 5; grid U); with ``grid_rs_stable`` (default) only among the lambdas where
+  every set's fixed point is RS-stable (replicon eigenvalue < 1, :func:`attnlab.slr.replica.at_eigenvalue`): an RS
+  prediction past the AT line is not trusted to pick lambda. The replica and ERM columns below are at that lambda;
 
 * replica: :func:`attnlab.slr.replica.solve_replica` on ``n_sets`` independent frozen sample sets, continued in
   alpha (each set starts from its fixed point at the previous alpha, the first from the informed point); test error
@@ -40,7 +42,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                          activations=("softmax", "linear"), n_replica: int = 2000, n_sets: int = 3,
                          sqrt_ND: float = 1000.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 50_000,
                          informed_scale: float | None = None, tol: float = 1e-8, n_bo: int = 20_000,
-                         lam_grid=None, progress=None) -> xr.Dataset:
+                         lam_grid=None, grid_rs_stable: bool = True, progress=None) -> xr.Dataset:
     alphas = [float(a) for a in alphas]
     if any(a <= 0 for a in alphas):
         raise ValueError(f"every alpha must be > 0, got {alphas}")
@@ -58,6 +60,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     rep_test_set = np.full((n_a, n_al, n_sets), np.nan)
     rep_at = np.full((n_a, n_al, n_sets), np.nan)
     grid_test, grid_conv = np.full((n_a, n_al, n_g), np.nan), np.zeros((n_a, n_al, n_g, n_sets), bool)
+    grid_at = np.full((n_a, n_al, n_g, n_sets), np.nan)
     lam_opt = np.full((n_a, n_al, 2), np.nan)
     sim = np.full((n_a, n_al, n_seeds, 7), np.nan)
     sim_train, sim_test = np.full((n_a, n_al, n_seeds), np.nan), np.full((n_a, n_al, n_seeds), np.nan)
@@ -85,7 +88,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                                                                                                              None)
                     r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0)
                     rs.append(r)
-                    grid_conv[a, i, g, s] = r.converged
+                    grid_conv[a, i, g, s], grid_at[a, i, g, s] = r.converged, r.at
                     if r.converged:
                         starts[g][s], chis[g][s] = tuple(r.order), r.chi
                     o = r.order
@@ -97,9 +100,10 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                 by_g.append((rs, test_set, mc_se))
                 if np.all(np.isfinite(test_set)):
                     grid_test[a, i, g] = np.mean(test_set)
-                    if best is None or grid_test[a, i, g] < grid_test[a, i, best]:
+                    eligible = not grid_rs_stable or n_g == 1 or bool(np.all(grid_at[a, i, g] < 1))
+                    if eligible and (best is None or grid_test[a, i, g] < grid_test[a, i, best]):
                         best = g
-            g = best if best is not None else 0  # no lambda with every set converged: the largest
+            g = best if best is not None else 0  # no eligible lambda: the largest
             rs, test_set, mc_se = by_g[g]
             lam_opt[a, i] = pairs[g]
             for s, r in enumerate(rs):
@@ -161,6 +165,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "replica_test_error_grid": (("activation", "alpha", "lam_grid"), grid_test,
                                     {**u, "long_name": "replica test error (mean over sets) at each grid lambda"}),
         "replica_converged_grid": (("activation", "alpha", "lam_grid", "set"), grid_conv, u),
+        "replica_at_eigenvalue_grid": (("activation", "alpha", "lam_grid", "set"), grid_at, u),
         "sim_overlaps": (("activation", "alpha", "seed", "overlap"), sim, u),
         "sim_train_loss": (("activation", "alpha", "seed"), sim_train, u),
         "sim_test_error": (("activation", "alpha", "seed"), sim_test, {**u, "long_name": "fresh-set test error"}),
@@ -175,7 +180,8 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
               "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"],
               "lam_kv": ["lambda_k", "lambda_v"], "lam_grid": [p[0] for p in pairs]}
     attrs = {"model": model, "nu": float(nu), "L": str(L), "lambda_k": lam_k, "lambda_v": lam_v,
-             "sqrt_ND": sqrt_ND, "n_replica": n_replica, "lambda_grid_search": int(grid is not None)}
+             "sqrt_ND": sqrt_ND, "n_replica": n_replica, "lambda_grid_search": int(grid is not None),
+             "lambda_grid_rs_stable_only": int(bool(grid_rs_stable))}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
