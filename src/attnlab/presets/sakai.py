@@ -23,7 +23,9 @@ presets; paper sizes vary-width 18 s, scores 4 s, low-rank 32 s, vary-heads 89 s
 Same commit re-measured at load 3-4.5, then after that work at load 4-5.5 (CPU s): vary-width 25.2 -> 25.8, scores
 3.9 -> 5.2 (the new chi-square compiles about 0.6 s longer), low-rank 37.8 -> 38.9, vary-heads 147.9 -> 97.8, relu
 174.1 -> 156.5; total 389 -> 324 s CPU (369 -> 320 s wall). sakai-wide at paper size: 206 -> 160 s CPU (204 -> 165 s
-wall, load 4). Where the time goes (threefry on this CPU: 29 ns per float64 normal, 17.5 ns per 64-bit word; an exact
+wall, load 4). A second pair: after at load 1.3-3.5, 236 s wall / 316 s CPU (vary-heads 52 s wall / 94 s CPU, relu
+143 / 157); the previous commit at load 3.8-6.2, 433 / 396 (vary-heads 145 / 141, relu 210 / 183). Where the time
+goes (threefry on this CPU: 29 ns per float64 normal, 17.5 ns per 64-bit word; an exact
 chi-square 83 ns, formerly 116-138): vary-heads at H = 256 draws per network 517 chi-squares and 1031 normals at
 n = 256 and 1025 normals in each of the two limit rows (16 words per finite head, 8 per limit head; the reference row
 is now drawn for 20,000 networks only); relu draws the explicit input matrix, 4 n normals per network (5472 for the
