@@ -6,10 +6,12 @@ invariant manifolds are compared at round-off level, which float32 cannot resolv
 It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, default
 ``~/.cache/attnlab/jax``; set the variable to ``off`` to disable it): the presets' run time is dominated by XLA
 compilation on small machines, and a second run of the same program, in any process, loads it from disk.
-Cached executables are the same programs, so results are unchanged. Programs that take over 0.05 s to compile are
-cached (JAX's default threshold, 1 s, left the ~80 small programs of a preset, ~0.15 s each, to recompile on every
-run). Programs with host callbacks are never cached by JAX, so :func:`attnlab.slr.flows.integrate` traces
-equinox's runtime checks as NaN (failures come back through diffrax's result code as NaN rows).
+Cached executables are the same programs, so results are unchanged. Only programs that take over 0.2 s to compile
+are cached: with 0.05 s (which caches ~80 more small programs of dohmatob-rgd) a clean-clone test run crashed once
+in JAX's deserialisation of a cache entry (segfault in ``get_executable_and_time``, not reproducible on rerun; a
+known class of JAX issues), so fewer, larger entries are kept. Programs with host callbacks are never cached by
+JAX, so :func:`attnlab.slr.flows.integrate` traces equinox's runtime checks as NaN (failures come back through
+diffrax's result code as NaN rows).
 
 And it asks XLA's CPU backend for LLVM optimisation level 1 (``--xla_backend_optimization_level=1`` appended to
 ``XLA_FLAGS`` unless that flag is already set, before JAX starts its backend): compile times fall by 1.3-8x on the
@@ -43,7 +45,7 @@ if _cache.lower() not in ("", "off", "0", "none"):
     try:
         _os.makedirs(_cache, exist_ok=True)
         _jax.config.update("jax_compilation_cache_dir", _cache)
-        _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.05)
+        _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     except OSError:  # read-only home: run without the cache
         pass
 
