@@ -145,6 +145,11 @@ def _relabel(key, batch, v_star, eps, link):
     return get_link(link)(secret @ v_star) + eps * xi
 
 
+def _mean_field_risk_rows(o, m: DohmatobModel) -> np.ndarray:
+    """R_bar at each row ``(mu, nu, eta, zeta, rho)`` of ``o`` (k, 5), one compiled call."""
+    return np.asarray(jax.jit(jax.vmap(lambda oo: mean_field_risk(oo[0], oo[1], oo[3], oo[4], m)))(o))
+
+
 def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     k_data, k_test, k_rd = jax.random.split(key, 3)
     lam = cfg.beta * math.sqrt(cfg.d)
@@ -192,7 +197,7 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
         traj = jnp.moveaxis(traj.reshape(cfg.n_repeats, ns, T, 5), 1, 2)
         flow[:, :, ks] = np.asarray(traj)
         both = jnp.concatenate([o[:, :, ks], traj]).reshape(-1, 5)
-        risk = np.asarray(jax.jit(jax.vmap(lambda oo, m=m: mean_field_risk(oo[0], oo[1], oo[3], oo[4], m)))(both))
+        risk = _mean_field_risk_rows(both, m)
         risk = risk.reshape(2, cfg.n_repeats, T, ns)
         mf[:, :, ks], flow_mf[:, :, ks] = risk[0], risk[1]
         if progress is not None:
@@ -218,9 +223,7 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
         o_fin = o[:, -1, ks].reshape(-1, 5)
         mean, se = mc_risk_batch(jax.random.fold_in(k_big, li), o_fin, m_big, cfg.n_mc_check)
         mc_big[:, ks], mc_big_se[:, ks] = (np.asarray(x).reshape(cfg.n_repeats, ns) for x in (mean, se))
-        mf_big[:, ks] = np.asarray(jax.jit(jax.vmap(lambda oo, m=m_big: mean_field_risk(oo[0], oo[1], oo[3], oo[4],
-                                                                                           m)))(o_fin)).reshape(
-            cfg.n_repeats, ns)
+        mf_big[:, ks] = _mean_field_risk_rows(o_fin, m_big).reshape(cfg.n_repeats, ns)
 
     def split(x):  # (R, T, K, ...) -> (link, start, step, repeat, ...)
         x = np.asarray(x)
@@ -298,10 +301,9 @@ def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
     metrics["n_final_iterates_located_5_sigma"] = float(located.sum())
     metrics["oracle_test_risk_mean"] = float(ds.oracle_test_risk.mean())
     d_big = int(ds.mc_risk_d_check.attrs["d"])
-    sel_f = sel  # (link, start, repeat), the dims of the final-iterate variables
     gap_big = np.abs(ds.mean_field_risk_d_check.values - ds.mc_risk_d_check.values)
     metrics[f"mean_field_vs_mc_max_gap_p_above_0_99_at_d_{d_big}"] = (
-        float(gap_big[sel_f].max()) if sel_f.any() else float("nan"))
+        float(gap_big[sel].max()) if sel.any() else float("nan"))
 
     checks = []
     # (1) mean field vs Monte Carlo where its premise holds: located final iterates and the oracle (u*, v*)
@@ -315,15 +317,15 @@ def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
         basis=f"5 SE, {int(ds.test_excess_risk.attrs['n_samples'])} samples; located: c mu - psi >= 5 gamma/sqrt(d) "
               f"({int(located.sum())} iterates) + {ds.oracle_test_risk.size} oracle points"))
     # (1b) the same final overlaps (those with p > 0.99 at d) in the model at d_check: the d = 100 gap is finite-d
-    if sel_f.any():
-        th_b, sim_b = ds.mean_field_risk_d_check.values[sel_f], ds.mc_risk_d_check.values[sel_f]
-        se_b = ds.mc_risk_d_check_se.values[sel_f]
+    if sel.any():
+        th_b, sim_b = ds.mean_field_risk_d_check.values[sel], ds.mc_risk_d_check.values[sel]
+        se_b = ds.mc_risk_d_check_se.values[sel]
         w = int(np.argmax(np.abs(th_b - sim_b) / se_b))
         checks.append(Check(
             f"mean-field risk vs Monte Carlo at the final overlaps with p > 0.99, model at d = {d_big} (worst)",
             theory=float(th_b[w]), simulation=float(sim_b[w]), tolerance=5 * float(se_b[w]),
             basis=f"5 SE, {int(ds.mc_risk_d_check.attrs['n_samples'])} in-frame samples per point, "
-                  f"{int(sel_f.sum())} points"))
+                  f"{int(sel.sum())} points"))
     # (2) flow end point vs RGD end point from the same start (linear link, mu0 start): nu
     if "linear" in ds.link.values:
         x = last.sel(link="linear", start="mu0")
