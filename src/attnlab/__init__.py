@@ -7,9 +7,10 @@ It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, 
 ``~/.cache/attnlab/jax``; set the variable to ``off`` to disable it): the presets' run time is dominated by XLA
 compilation on small machines, and a second run of the same program, in any process, loads it from disk.
 Cached executables are the same programs, so results are unchanged. Only programs that take over 0.2 s to compile
-are cached: with 0.05 s (which caches ~80 more small programs of dohmatob-rgd) a clean-clone test run crashed once
-in JAX's deserialisation of a cache entry (segfault in ``get_executable_and_time``, not reproducible on rerun; a
-known class of JAX issues), so fewer, larger entries are kept. Programs with host callbacks are never cached by
+are cached. The cache is capped at 4 GiB (least recently used entries go first); the cap also makes JAX lock the
+cache directory around each read and write. Without the lock JAX writes entries in place, and a process reading
+an entry that another was still writing crashed XLA's deserialiser (segfault in ``get_executable_and_time``, seen
+in CI and in two clean-clone test runs with two xdist workers). Programs with host callbacks are never cached by
 JAX, so :func:`attnlab.slr.flows.integrate` traces equinox's runtime checks as NaN (failures come back through
 diffrax's result code as NaN rows).
 
@@ -40,12 +41,17 @@ import jax as _jax  # noqa: E402
 
 _jax.config.update("jax_enable_x64", True)
 
+_CACHE_MAX_BYTES = 4 * 2**30
 _cache = _os.environ.get("ATTNLAB_JAX_CACHE", _os.path.join(_os.path.expanduser("~"), ".cache", "attnlab", "jax"))
 if _cache.lower() not in ("", "off", "0", "none"):
     try:
         _os.makedirs(_cache, exist_ok=True)
         _jax.config.update("jax_compilation_cache_dir", _cache)
         _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+        # A size limit turns on JAX's file lock around every cache read and write. Without it JAX writes an
+        # entry in place, unlocked, and a second process (an xdist worker, a Dask worker) can read it half
+        # written: that crashed XLA's deserialiser (segfault in get_executable_and_time) in CI.
+        _jax.config.update("jax_compilation_cache_max_size", _CACHE_MAX_BYTES)
     except OSError:  # read-only home: run without the cache
         pass
 
