@@ -22,7 +22,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/attnlab reproduce --quick --out results
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench
