@@ -119,6 +119,29 @@ def test_interrupted_run_leaves_nothing_that_looks_finished(tmp_path, monkeypatc
     assert leftovers == []
 
 
+def test_a_swallowed_ctrl_c_still_stops_the_commit(tmp_path, monkeypatch):
+    """SIGINT whose KeyboardInterrupt is lost (as when it lands in a __del__): the run is still not committed."""
+    monkeypatch.chdir(tmp_path)
+    import dataclasses
+
+    import attnlab.presets as registry
+
+    preset = all_presets()["marion-manifold"]
+
+    def swallowed(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)  # the handler runs here
+        except KeyboardInterrupt:
+            pass  # what "Exception ignored in __del__" amounts to
+        return preset.run(*args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, preset.name, dataclasses.replace(preset, run=swallowed))
+    assert main(["run", "marion-manifold", "--quick", "--out", "out", *TINY]) == 130
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the CLI put the old handler back
+
+
 def test_sigint_to_a_running_process(tmp_path):
     """A real Ctrl-C (SIGINT) in the middle of a run: exit status 130, no run directory, no temp directory."""
     proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "run", "marion-sgd", "--quick", "--set",

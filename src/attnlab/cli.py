@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from attnlab import interrupt
 from attnlab.errors import AttnlabError
 
 try:  # recent Typer vendors click as typer._click; older releases depend on click itself
@@ -239,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["--help"]
     try:
-        rv = command.main(args=argv, prog_name="attnlab", standalone_mode=False)
+        with interrupt.catching_sigint():
+            rv = command.main(args=argv, prog_name="attnlab", standalone_mode=False)
+            interrupt.check()
     except AttnlabError as e:
         err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         return 2

@@ -21,6 +21,7 @@ from typing import Any
 
 import jax
 
+from attnlab import interrupt
 from attnlab.config import ExperimentConfig, config_hash
 from attnlab.errors import AttnlabError
 from attnlab.plot import save_figure
@@ -123,6 +124,7 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         summary = {"preset": preset.name, "elapsed_s": elapsed, "metrics": metrics,
                    "checks": [c.as_dict() for c in checks], "figures": figures, "config_hash": digest}
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+        interrupt.check()  # a Ctrl-C swallowed by a __del__ somewhere still stops the commit
         if run_dir.exists():
             trash = run_dir.parent / f".{run_dir.name}.old-{uuid.uuid4().hex[:8]}"
             run_dir.rename(trash)
