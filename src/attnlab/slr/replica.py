@@ -339,8 +339,17 @@ def _loop_active(act, om_k, om_v, samples: FrozenSamples, c, V_k, V_v, x, i, mov
 PRESOLVE_STEPS = 3  # Newton steps per round of _presolve; after each round the unfinished pairs are gathered
 
 
+BUCKET_GROWTH = 4  # batch sizes of _loop_round: 16 * 4^j (each size is one XLA compilation of about 1 s)
+
+
 def _bucket(n: int, total: int) -> int:
-    return min(max(16, 1 << int(math.ceil(math.log2(n) - 1e-12))), total)
+    """The padded batch size for ``n`` unfinished pairs: the smallest 16 * BUCKET_GROWTH^j >= n, at most ``total``.
+    Growth 4 instead of 2 halves the compilations (69 -> about 35 in the replica tests) for at most 4x padding on
+    the small late rounds, whose cost is negligible next to the first full-batch round."""
+    size = 16
+    while size < n:
+        size *= BUCKET_GROWTH
+    return min(size, total)
 
 
 def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30, multistart: bool = True):
@@ -350,7 +359,7 @@ def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30,
     S = 2 * L + 1 if multistart else 1
     order = jnp.asarray([0.5, 0.5, 1.0, 0.5, 0.5, 1.0])
     x, i, moved = jnp.zeros((n, S, L)), jnp.zeros((n, S), jnp.int32), jnp.ones((n, S), bool)
-    for size in sorted({_bucket(2**k, n * S) for k in range(int(math.log2(n * S)) + 2)}):
+    for size in sorted({_bucket(2**k, n * S) for k in range(int(math.log2(n * S)) + 2)}):  # every reachable size
         idx = jnp.zeros(size, int)
         jax.block_until_ready(_loop_round(dataclasses.replace(act, c=0.0), order, samples, act.c, x, i, moved, idx,
                                           idx, n_newton, PRESOLVE_STEPS))
@@ -359,7 +368,7 @@ def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30,
 def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None):
     """The Newton loops of every (sample, start) pair, as in :func:`_prox_all` but without running the whole batch
     until its slowest member stops: rounds of PRESOLVE_STEPS steps, after each of which the unfinished pairs are
-    gathered into a smaller batch (padded to a power of 2, at least 16, to bound recompilation; see
+    gathered into a smaller batch (padded to 16 * 4^j, to bound recompilation, :func:`_bucket`; see
     :func:`compile_buckets`). Per pair the step sequence is the same as in one long loop. Returns the loops' end
     points (n, S, L)."""
     x, i, moved, active = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton,
