@@ -160,7 +160,7 @@ def test_sweep_on_a_separately_started_scheduler_and_worker(tmp_path):
 def test_kill_9_then_resume_completes_every_task_exactly_once(tmp_path):
     out = tmp_path / "killed"
     argv = [sys.executable, "-m", "attnlab.cli", "sweep", "marion-manifold", "--quick",
-            "--grid", "lambda0=0.05,0.1,0.15,0.2", *CHEAP, "--seeds", "2", "--workers", "2", "--out", str(out)]
+            "--grid", "lambda0=0.05,0.2", *CHEAP, "--seeds", "2", "--workers", "2", "--out", str(out)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
     while time.time() < deadline:  # kill once at least one task has finished, while others are in flight
@@ -171,16 +171,16 @@ def test_kill_9_then_resume_completes_every_task_exactly_once(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     finished_before = {p.parent.name for p in out.glob("marion-manifold/[!.]*/summary.json")}
-    assert 1 <= len(finished_before) < 8
+    assert 1 <= len(finished_before) < 4
     # every directory that looks like a run is complete
     for d in (out / "marion-manifold").iterdir():
         if not d.name.startswith("."):
             assert (d / "summary.json").is_file() and (d / "config.json").is_file()
-    rc = main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.05,0.1,0.15,0.2", *CHEAP, "--seeds", "2",
+    rc = main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.05,0.2", *CHEAP, "--seeds", "2",
                "--workers", "2", "--out", str(out)])
     assert rc == 0
     ds = _open(out)
     runs = [d for d in (out / "marion-manifold").iterdir()]
-    assert len(runs) == 8 and not any(d.name.startswith(".") for d in runs)  # no leftovers, no duplicates
+    assert len(runs) == 4 and not any(d.name.startswith(".") for d in runs)  # no leftovers, no duplicates
     status = ds.status.values.ravel().tolist()
-    assert status.count("reused") == len(finished_before) and status.count("finished") == 8 - len(finished_before)
+    assert status.count("reused") == len(finished_before) and status.count("finished") == 4 - len(finished_before)

@@ -24,11 +24,18 @@ SPEC_TABLE = {  # setting -> {activation: value}
 }
 
 
+_RUNS = {}
+
+
 def _run(name, quick=True, **overrides):
-    p = all_presets()[name]
-    cfg = resolve_config(p.config_cls, p.quick if quick else p.defaults, overrides)
-    ds = p.run(cfg, jax.random.key(0))
-    return ds, p.summarize(ds, cfg), p.plot(ds, cfg)
+    """Run, summarise and plot a preset; memoised, so tests that read the same run share it."""
+    key = (name, quick, repr(sorted(overrides.items())))
+    if key not in _RUNS:
+        p = all_presets()[name]
+        cfg = resolve_config(p.config_cls, p.quick if quick else p.defaults, overrides)
+        ds = p.run(cfg, jax.random.key(0))
+        _RUNS[key] = ds, p.summarize(ds, cfg), p.plot(ds, cfg)
+    return _RUNS[key]
 
 
 def test_population_quick_passes_its_checks():

@@ -104,9 +104,9 @@ def test_proximal_operator_against_brute_force_grid():
     g = jnp.linspace(-15, 15, 601)
     grid = jnp.stack(jnp.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
     J = jax.vmap(lambda x, a, b, y, m: _objective(act, x, a, b, y, m, V_k, V_v, 0.0), (0, None, None, None, None))
-    best = jax.vmap(lambda a, b, y, m: jnp.min(J(grid, a, b, y, m)))(ok, ov, s.y, s.mask)
+    best = jax.jit(jax.vmap(lambda a, b, y, m: jnp.min(J(grid, a, b, y, m))))(ok, ov, s.y, s.mask)
     for multistart in (True, False):
-        chi = jax.vmap(lambda a, b, y, m: _prox_one(act, a, b, y, m, V_k, V_v, 0.0, 30, multistart))(
+        chi = jax.jit(jax.vmap(lambda a, b, y, m: _prox_one(act, a, b, y, m, V_k, V_v, 0.0, 30, multistart)))(
             ok, ov, s.y, s.mask)
         val = jax.vmap(lambda x, a, b, y, m: _objective(act, x, a, b, y, m, V_k, V_v, 0.0))(chi, ok, ov, s.y, s.mask)
         excess = np.asarray(val - best)
