@@ -6,11 +6,12 @@ invariant manifolds are compared at round-off level, which float32 cannot resolv
 It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, default
 ``~/.cache/attnlab/jax``; set the variable to ``off`` to disable it): the presets' run time is dominated by XLA
 compilation on small machines, and a second run of the same program, in any process, loads it from disk.
-Cached executables are the same programs, so results are unchanged. Only programs that take over 0.2 s to compile
-are cached. The cache is capped at 4 GiB (least recently used entries go first); the cap also makes JAX lock the
-cache directory around each read and write. Without the lock JAX writes entries in place, and a process reading
-an entry that another was still writing crashed XLA's deserialiser (segfault in ``get_executable_and_time``, seen
-in CI and in two clean-clone test runs with two xdist workers). Programs with host callbacks are never cached by
+Cached executables are the same programs, so results are unchanged. Every program is cached, however quick its
+compilation (``$ATTNLAB_JAX_CACHE_MIN_S`` sets a threshold in seconds): new processes (Dask workers, CLI runs,
+test workers) then skip the hundreds of small compilations a preset needs. Writes are made atomic
+(:func:`_atomic_cache_writes`): JAX writes entries in place, and a process reading an entry another was still
+writing crashed XLA's deserialiser (segfault in ``get_executable_and_time``, seen in CI and in two clean-clone
+test runs with two xdist workers). Programs with host callbacks are never cached by
 JAX, so :func:`attnlab.slr.flows.integrate` traces equinox's runtime checks as NaN (failures come back through
 diffrax's result code as NaN rows).
 
@@ -22,6 +23,8 @@ numbers). Set ``XLA_FLAGS=--xla_backend_optimization_level=3`` to get XLA's defa
 """
 
 import os as _os
+import pathlib as _pathlib
+import uuid as _uuid
 
 
 def add_xla_flags(*flags: str) -> None:
@@ -41,17 +44,55 @@ import jax as _jax  # noqa: E402
 
 _jax.config.update("jax_enable_x64", True)
 
-_CACHE_MAX_BYTES = 4 * 2**30
+_CACHE_MIN_S = 0.0
+
+
+def _atomic_cache_writes() -> bool:
+    """Make JAX's persistent-cache writes atomic: write a temporary file, then ``os.replace`` it into place.
+
+    JAX (0.4.30 to 0.12, without a cache size limit) writes an entry in place, unlocked, so a second process (an
+    xdist worker, a Dask worker) can read it half written; that crashed XLA's deserialiser (segfault in
+    ``get_executable_and_time``) in CI and in two clean-clone test runs. JAX's own fix, a size limit, takes a
+    file lock and re-reads the whole directory (every entry's access-time file) on every write: O(entries) per
+    write. A rename is atomic on POSIX, so readers see either no entry or a whole one. Returns False (and leaves
+    JAX as it is) if this JAX's cache class does not look as expected."""
+    try:
+        from jax._src import lru_cache
+    except ImportError:
+        return False
+    cls, suffix = getattr(lru_cache, "LRUCache", None), getattr(lru_cache, "_CACHE_SUFFIX", None)
+    if cls is None or not isinstance(suffix, str) or getattr(cls.put, "_attnlab_atomic", False):
+        return cls is not None and getattr(cls.put, "_attnlab_atomic", False)
+    original = cls.put
+
+    def put(self, key: str, value: bytes) -> None:
+        path = getattr(self, "path", None)
+        if getattr(self, "eviction_enabled", True) or not key or not isinstance(path, _pathlib.Path):
+            return original(self, key, value)
+        final = path / f"{key}{suffix}"
+        if final.exists():
+            return None
+        tmp = path / f".{key}.{_os.getpid()}.{_uuid.uuid4().hex[:8]}.tmp"
+        try:
+            tmp.write_bytes(value)
+            _os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return None
+
+    put._attnlab_atomic = True
+    cls.put = put
+    return True
+
+
 _cache = _os.environ.get("ATTNLAB_JAX_CACHE", _os.path.join(_os.path.expanduser("~"), ".cache", "attnlab", "jax"))
 if _cache.lower() not in ("", "off", "0", "none"):
     try:
         _os.makedirs(_cache, exist_ok=True)
-        _jax.config.update("jax_compilation_cache_dir", _cache)
-        _jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-        # A size limit turns on JAX's file lock around every cache read and write. Without it JAX writes an
-        # entry in place, unlocked, and a second process (an xdist worker, a Dask worker) can read it half
-        # written: that crashed XLA's deserialiser (segfault in get_executable_and_time) in CI.
-        _jax.config.update("jax_compilation_cache_max_size", _CACHE_MAX_BYTES)
+        if _atomic_cache_writes():
+            _jax.config.update("jax_compilation_cache_dir", _cache)
+            _jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                               float(_os.environ.get("ATTNLAB_JAX_CACHE_MIN_S", _CACHE_MIN_S)))
     except OSError:  # read-only home: run without the cache
         pass
 

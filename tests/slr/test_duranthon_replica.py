@@ -162,7 +162,7 @@ def test_branch_tracking_reports_every_point():
     from attnlab.slr.replica import replica_curve, standard_starts
 
     act = activation("softmax")
-    s = frozen_samples(jax.random.key(0), "spiked", 2.0, 2, 200)
+    s = frozen_samples(jax.random.key(0), "spiked", 2.0, 2, 300)  # 300 as in the tests above: same programs
     c = replica_curve(act, (1.0, 2.0), 0.3, 0.3, s, standard_starts("spiked", 2.0))
     assert set(c.results) == {"informed", "uninformed"}
     for name, rs in c.results.items():
@@ -231,7 +231,7 @@ def test_at_eigenvalue_is_the_ridge_replicon_at_L1():
     always < 1 (ridge regression is RS-stable)."""
     from attnlab.slr.replica import at_eigenvalue
 
-    s = frozen_samples(jax.random.key(0), "spiked", 2.0, 1, 500, 0.3)
+    s = frozen_samples(jax.random.key(0), "spiked", 2.0, 1, 2000, 0.3)  # the ridge test's set: same programs
     for alpha, lam in ((3.0, 0.5), (0.5, 1e-3), (20.0, 1e-3)):
         r = solve_replica(activation("softmax"), alpha, 1.0, lam, s, (0.0, 0.0, 1.0, 0.5, 0.5, 1.0), n_newton=3)
         _, _, V = ridge_fixed_point(alpha, lam, 0.3)
