@@ -245,3 +245,30 @@ def test_at_eigenvalue_is_the_ridge_replicon_at_L1():
     P[0, 1, 0, 1] = 0.3  # <J^{kv}, J^{kv}>: dQ_vv -> dQ_kk
     P[1, 0, 1, 0] = 0.2  # <J^{vk}, J^{vk}>: dQ_kk -> dQ_vv
     assert abs(at_eigenvalue(P, 2.0, 0.5) - math.sqrt(0.3 * 4.0 * 0.2 * 0.25)) < 1e-15
+
+
+@pytest.mark.timeout(120)
+def test_presolve_ends_when_the_activity_test_disagrees_with_the_loop():
+    """The rounds of _presolve stop a pair once its loop takes no step, whatever the separately compiled activity
+    test says (its round-off once kept a pair at |grad J| ~ 1e-12 "active" forever: duranthon-low-snr hung at
+    lambda = 0.01). Here the activity test is forced to say "active" for every pair: the rounds still end, at the
+    same proximal points."""
+    import jax.numpy as jnp
+
+    import attnlab.slr.replica as R
+
+    s = frozen_samples(jax.random.key(2), "spiked", 5.0, 2, 300)
+    order = (1.0, 1.5, 0.5, 0.8, 0.8, 0.5)
+    want = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
+    loop_round = R._loop_round
+
+    def always_active(*args, **kwargs):
+        x, i, moved, active = loop_round(*args, **kwargs)
+        return x, i, moved, jnp.ones_like(active)
+
+    R._loop_round = always_active
+    try:
+        got = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
+    finally:
+        R._loop_round = loop_round
+    assert np.array_equal(np.asarray(got.chi), np.asarray(want.chi)) and np.array_equal(got.order, want.order)
