@@ -4,8 +4,9 @@ Importing attnlab switches JAX to float64 (``jax_enable_x64``): closed-form risk
 invariant manifolds are compared at round-off level, which float32 cannot resolve.
 
 It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, default
-``~/.cache/attnlab/jax``; set the variable to ``off`` to disable it): the presets' run time is dominated by XLA
-compilation on small machines, and a second run of the same program, in any process, loads it from disk.
+``~/.cache/attnlab/jax-atomic``, a new name so that entries older versions may have written half are never read;
+set the variable to ``off`` to disable it): the presets' run time is dominated by XLA compilation on small
+machines, and a second run of the same program, in any process, loads it from disk.
 Cached executables are the same programs, so results are unchanged. Every program is cached, however quick its
 compilation (``$ATTNLAB_JAX_CACHE_MIN_S`` sets a threshold in seconds): new processes (Dask workers, CLI runs,
 test workers) then skip the hundreds of small compilations a preset needs. Writes are made atomic
@@ -85,7 +86,8 @@ def _atomic_cache_writes() -> bool:
     return True
 
 
-_cache = _os.environ.get("ATTNLAB_JAX_CACHE", _os.path.join(_os.path.expanduser("~"), ".cache", "attnlab", "jax"))
+_default_cache = _os.path.join(_os.path.expanduser("~"), ".cache", "attnlab", "jax-atomic")
+_cache = _os.environ.get("ATTNLAB_JAX_CACHE", _default_cache)
 if _cache.lower() not in ("", "off", "0", "none"):
     try:
         _os.makedirs(_cache, exist_ok=True)
