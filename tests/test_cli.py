@@ -137,14 +137,23 @@ def test_a_swallowed_ctrl_c_still_stops_the_commit(tmp_path, monkeypatch):
         return preset.run(*args, **kwargs)
 
     monkeypatch.setitem(registry._REGISTRY, preset.name, dataclasses.replace(preset, run=swallowed))
-    assert main(["run", "marion-manifold", "--quick", "--out", "out", *TINY]) == 130
+    # Python's own Ctrl-C handler, as in an interactive shell (a test runner may run with SIGINT ignored)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(["run", "marion-manifold", "--quick", "--out", "out", *TINY]) == 130
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the CLI put it back
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the CLI put the old handler back
 
 
 def test_sigint_to_a_running_process(tmp_path):
     """A real Ctrl-C (SIGINT) in the middle of a run: exit status 130, no run directory, no temp directory."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "run", "marion-sgd", "--quick", "--set",
+    # Ctrl-C handled as in an interactive shell: a child inherits "ignored" from a test runner started as a
+    # background job, and then (rightly) ignores SIGINT, so the child sets Python's handler before the CLI starts
+    start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+             "sys.argv[0] = 'attnlab'; runpy.run_module('attnlab.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", start, "run", "marion-sgd", "--quick", "--set",
                              "n_steps=200000", "--out", "out"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -36,9 +36,13 @@ def check() -> None:
 
 @contextlib.contextmanager
 def catching_sigint():
-    """Record SIGINT for :func:`check` while the block runs (main thread only; elsewhere a no-op)."""
+    """Record SIGINT for :func:`check` while the block runs. Only where Python's own Ctrl-C handler is installed,
+    in the main thread; elsewhere a no-op."""
     global _requested
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        # SIGINT ignored (started with nohup, or as a background job of a script) or handled by the embedding
+        # program: leave that choice alone
         yield
         return
     _requested = False
