@@ -62,8 +62,10 @@ def _atomic_cache_writes() -> bool:
     except ImportError:
         return False
     cls, suffix = getattr(lru_cache, "LRUCache", None), getattr(lru_cache, "_CACHE_SUFFIX", None)
-    if cls is None or not isinstance(suffix, str) or getattr(cls.put, "_attnlab_atomic", False):
-        return cls is not None and getattr(cls.put, "_attnlab_atomic", False)
+    if cls is None or not isinstance(suffix, str):
+        return False
+    if getattr(cls.put, "_attnlab_atomic", False):  # already installed
+        return True
     original = cls.put
 
     def put(self, key: str, value: bytes) -> None:

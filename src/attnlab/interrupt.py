@@ -23,11 +23,6 @@ def _handler(signum, frame):
     raise KeyboardInterrupt
 
 
-def requested() -> bool:
-    """Whether SIGINT arrived while :func:`catching_sigint` was active."""
-    return _requested
-
-
 def check() -> None:
     """Raise ``KeyboardInterrupt`` if SIGINT arrived (even if its exception was swallowed somewhere)."""
     if _requested:
