@@ -248,7 +248,7 @@ def test_at_eigenvalue_is_the_ridge_replicon_at_L1():
 
 
 @pytest.mark.timeout(120)
-def test_presolve_ends_when_the_activity_test_disagrees_with_the_loop():
+def test_presolve_ends_when_the_activity_test_disagrees_with_the_loop(monkeypatch):
     """The rounds of _presolve stop a pair once its loop takes no step, whatever the separately compiled activity
     test says (its round-off once kept a pair at |grad J| ~ 1e-12 "active" forever: duranthon-low-snr hung at
     lambda = 0.01). Here the activity test is forced to say "active" for every pair: the rounds still end, at the
@@ -266,9 +266,6 @@ def test_presolve_ends_when_the_activity_test_disagrees_with_the_loop():
         x, i, moved, active = loop_round(*args, **kwargs)
         return x, i, moved, jnp.ones_like(active)
 
-    R._loop_round = always_active
-    try:
-        got = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
-    finally:
-        R._loop_round = loop_round
+    monkeypatch.setattr(R, "_loop_round", always_active)
+    got = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
     assert np.array_equal(np.asarray(got.chi), np.asarray(want.chi)) and np.array_equal(got.order, want.order)
