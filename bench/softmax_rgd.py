@@ -20,6 +20,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attnlab.config import resolve_config
 from attnlab.presets import all_presets
@@ -28,19 +29,23 @@ from attnlab.slr.data import sample_dohmatob, sample_teacher
 from attnlab.slr.dynamics import init_sphere
 
 
-def reference_throughput(cfg, n_steps: int) -> float:
-    """Run-steps per second of the plain reference, averaged over the links (compile excluded)."""
+def reference_throughput(cfg, n_steps: int, trials: int = 3) -> float:
+    """Run-steps per second of the plain reference over the links (compile excluded): the median of ``trials``
+    timings of ``n_steps`` steps per link (single timings vary by up to 1.5x on this shared machine)."""
     lam = cfg.beta * math.sqrt(cfg.d)
     us, vs = sample_teacher(jax.random.key(0), cfg.d)
     u0, v0 = init_sphere(jax.random.key(1), cfg.d)
-    total_s = 0.0
-    for link in cfg.links:
-        b = sample_dohmatob(jax.random.key(2), us, vs, cfg.n_train, cfg.L, cfg.gamma, cfg.eps, link)
+    data = [sample_dohmatob(jax.random.key(2), us, vs, cfg.n_train, cfg.L, cfg.gamma, cfg.eps, link)
+            for link in cfg.links]
+    for link, b in zip(cfg.links, data):
         empirical.run_rgd_reference(u0, v0, b.X, b.y, lam, cfg.step_size, 2, link)  # compile
+    totals = []
+    for _ in range(trials):
         t = time.perf_counter()
-        empirical.run_rgd_reference(u0, v0, b.X, b.y, lam, cfg.step_size, n_steps, link)
-        total_s += time.perf_counter() - t
-    return len(cfg.links) * n_steps / total_s
+        for link, b in zip(cfg.links, data):
+            empirical.run_rgd_reference(u0, v0, b.X, b.y, lam, cfg.step_size, n_steps, link)
+        totals.append(time.perf_counter() - t)
+    return len(cfg.links) * n_steps / float(np.median(totals))
 
 
 def main():

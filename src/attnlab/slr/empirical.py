@@ -69,38 +69,42 @@ def _joint_losses(U, V, X, Y, lam, links):
     return jnp.mean((f - Y.T) ** 2, axis=0)
 
 
-def _joint_value_and_grad(W, Xf, XfT, Y, lam, links):
+def _joint_value_and_grad(W, XL, Y, lam, links):
     r"""Losses and Euclidean gradients of K runs sharing the tokens, in closed form (two matmuls over the tokens).
 
-    ``W`` (2K, d) holds the rows ``[u_1..u_K, v_1..v_K]``; ``Xf`` (n L, d) the tokens flattened sample-major and
-    ``XfT`` its transpose (d, n L), kept in memory so that both products contract on their fast layout (about twice
-    as fast on CPU as contracting one copy on its long axis). The scores come out run-major, ``(2K, n, L)``, so
-    the softmax over the L tokens and the link work on contiguous rows. With ``a = X u``, ``b = X v`` (n, L),
-    ``w = softmax(lam a)`` over the L tokens, ``g = sigma(b)``, ``f = sum_l w_l g_l`` and ``r = f - y``, the loss
-    ``n^-1 sum_i r_i^2`` has
+    ``W`` (2K, d) holds the rows ``[u_1..u_K, v_1..v_K]``; ``XL`` (L n, d) the tokens flattened token-major (row
+    ``l n + i`` is token l of sample i), ``Y`` (K, n) the labels. The scores are computed in the "tall" orientation
+    ``XL @ W^T`` (L n, 2K), the gradient as ``C @ XL``: one copy of the tokens serves both products. The scores are then
+    turned run-major, ``(2K, L, n)``: the softmax over the L tokens reduces over the middle axis, elementwise over
+    contiguous rows of n samples. With ``a = X u``, ``b = X v`` (L, n), ``w = softmax(lam a)`` over the L tokens,
+    ``g = sigma(b)``, ``f = sum_l w_l g_l`` and ``r = f - y``, the loss ``n^-1 sum_i r_i^2`` has
 
-        d/da_il = (2/n) r_i lam w_il (g_il - f_i),        d/db_il = (2/n) r_i w_il sigma'(b_il),
+        d/da_li = (2/n) r_i lam w_li (g_li - f_i),        d/db_li = (2/n) r_i w_li sigma'(b_li),
 
     so ``grad_u = X^T (d/da)`` and ``grad_v = X^T (d/db)`` (checked against ``jax.grad`` in the tests). ``sigma'`` is
-    taken by ``jax.jvp``, so any elementwise link works. The token products run in the dtype of ``Xf``; the
-    softmax, the residuals and the parameters stay in float64. Returns the losses (K,) and the gradients (2K, d).
+    taken by ``jax.jvp``, so any elementwise link works. The token products and this per-token arithmetic run in the
+    dtype of ``XL``; the parameters come in and the gradients go out in the dtype of ``W``. Returns the losses (K,)
+    and the gradients (2K, d).
     """
     n, K = Y.shape[1], Y.shape[0]
-    L = Xf.shape[0] // n
-    A = (W.astype(Xf.dtype) @ XfT).astype(W.dtype).reshape(2 * K, n, L)
-    w = softmax_weights(lam * A[:K], axis=-1)
+    L = XL.shape[0] // n
+    dt = XL.dtype
+    A = (XL @ W.astype(dt).T).T.reshape(2 * K, L, n)
+    a = lam * A[:K]
+    w = jnp.exp(a - jnp.max(a, axis=1, keepdims=True))
+    w = w / jnp.sum(w, axis=1, keepdims=True)
     g, dg = [], []
     for k in range(K):
         gk, dgk = jax.jvp(get_link(links[k]), (A[K + k],), (jnp.ones_like(A[K + k]),))
         g.append(gk)
         dg.append(dgk)
     g, dg = jnp.stack(g), jnp.stack(dg)
-    f = jnp.sum(w * g, axis=-1)  # (K, n)
-    r = f - Y
-    c = (2.0 / n) * r[..., None] * w  # (K, n, L)
-    C = jnp.concatenate([lam * c * (g - f[..., None]), c * dg]).reshape(2 * K, n * L)
-    G = (C.astype(Xf.dtype) @ Xf).astype(W.dtype)  # (2K, d)
-    return jnp.mean(r**2, axis=-1), G
+    f = jnp.sum(w * g, axis=1)  # (K, n)
+    r = f - Y.astype(dt)
+    c = (2.0 / n) * r[:, None] * w  # (K, L, n)
+    C = jnp.concatenate([lam * c * (g - f[:, None]), c * dg]).reshape(2 * K, L * n)
+    G = (C @ XL).astype(W.dtype)  # (2K, d)
+    return jnp.mean(r.astype(W.dtype) ** 2, axis=-1), G
 
 
 def _project_rows(W, G, s):
@@ -111,19 +115,19 @@ def _project_rows(W, G, s):
 
 @functools.lru_cache(maxsize=32)
 def _segment_fn(links: tuple, log_every: int, n_logs: int):
-    def one_repeat(W, Xf, XfT, Y, lam, s):
+    def one_repeat(W, XL, Y, lam, s):
         def step(W, _):
-            _, G = _joint_value_and_grad(W, Xf, XfT, Y, lam, links)
+            _, G = _joint_value_and_grad(W, XL, Y, lam, links)
             return _project_rows(W, G, s), None
 
         def log(W, _):
             W, _ = jax.lax.scan(step, W, None, length=log_every)
-            return W, (W, _joint_value_and_grad(W, Xf, XfT, Y, lam, links)[0])
+            return W, (W, _joint_value_and_grad(W, XL, Y, lam, links)[0])
 
         return jax.lax.scan(log, W, None, length=n_logs)
 
     # repeats one after the other (not vmapped): a repeat's tokens stay in cache for the whole segment of steps
-    return jax.jit(lambda W, Xf, XfT, Y, lam, s: jax.lax.map(lambda a: one_repeat(*a, lam, s), (W, Xf, XfT, Y)))
+    return jax.jit(lambda W, XL, Y, lam, s: jax.lax.map(lambda a: one_repeat(*a, lam, s), (W, XL, Y)))
 
 
 def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",), progress: Callable | None = None,
@@ -131,8 +135,10 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     """RGD of K runs per repeat: ``u0, v0`` (repeats, K, d), data ``X`` (repeats, n, L, d) shared by the K runs of a
     repeat, labels ``Y`` (repeats, K, n), ``links`` a tuple of K links (names or callables).
 
-    ``token_dtype`` (default: the dtype of ``X``) is the precision of the two token products per step; float32
-    roughly halves the time again and its effect on the iterates is bounded in the tests.
+    ``token_dtype`` (default: the dtype of ``X``) is the precision of the two token products per step and of the
+    per-token arithmetic between them (softmax, link, residual); the iterates, their projection and the logged
+    losses stay in the dtype of ``u0``. float32 cuts the step time by about 2.5x here and its effect on the iterates
+    is bounded in the tests.
 
     Returns the iterates at steps ``0, log_every, ..., n_steps`` on axis 1: ``u, v`` (repeats, n_logs + 1, K, d) and
     the training loss (repeats, n_logs + 1, K).
@@ -151,13 +157,12 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     seg = _segment_fn(links, log_every, n_logs // n_segments)
     R, n, L, d = X.shape
     K = u0.shape[1]
-    Xf = jnp.asarray(X, dtype=token_dtype or X.dtype).reshape(R, n * L, d)
-    XfT = jnp.swapaxes(Xf, 1, 2).copy()
+    XL = jnp.swapaxes(jnp.asarray(X, dtype=token_dtype or X.dtype), 1, 2).reshape(R, L * n, d)  # token-major
     W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
     loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
     us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
     for i in range(n_segments):
-        W, (lw, ll) = seg(W, Xf, XfT, Y, lam, s)
+        W, (lw, ll) = seg(W, XL, Y, lam, s)
         us.append(lw[:, :, :K])
         vs.append(lw[:, :, K:])
         ls.append(ll)
@@ -166,12 +171,15 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     return RGDLog(jnp.concatenate(us, 1), jnp.concatenate(vs, 1), jnp.concatenate(ls, 1))
 
 
+_rgd_step_jit = jax.jit(rgd_step, static_argnames=("link",))
+
+
 def run_rgd_reference(u0, v0, X, y, lam, s, n_steps: int, link="linear"):
-    """Plain reference for the benchmark: one run, a Python loop over steps of a jitted step."""
-    step = jax.jit(lambda u, v: rgd_step(u, v, X, y, lam, s, link))
+    """Plain reference for the benchmark: one run, a Python loop over steps of a jitted step (compiled once per
+    link and shape; the data are arguments, not constants baked into the program)."""
     u, v = u0, v0
     for _ in range(n_steps):
-        u, v = step(u, v)
+        u, v = _rgd_step_jit(u, v, X, y, lam, s, link=link)
     return jax.block_until_ready((u, v))
 
 
