@@ -4,9 +4,10 @@ iteration, on the same integrals (the same frozen samples and the same jitted ma
 Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3, 30 values of alpha (log-spaced
 0.5 to 20), frozen sets of 1000 samples.
 
-* ours: :func:`attnlab.slr.replica.solve_replica` with its defaults (safeguarded Anderson acceleration, memory 5,
-  mixing 0.5; inner problem from one start, warm-started at the previous evaluation's proximal points, then
-  verified with 2L + 1 cold starts; implicit V_hat, switching to Stein's if the implicit iteration stalls),
+* ours: :func:`attnlab.slr.replica.solve_replica` with its defaults (safeguarded Anderson acceleration, memory 6,
+  mixing 0.5, the memory carried from point to point; inner problem from one start, warm-started at the previous
+  evaluation's proximal points, then verified with 2L + 1 cold starts; implicit V_hat, switching to Stein's if the
+  implicit iteration stalls),
   continued in alpha with a secant predictor (linear in log alpha from the last two fixed points) and the previous
   point's proximal points as the first warm start, converged to a residual of 1e-8 on the order parameters;
 * reference: plain damped iteration as is usual in this field (damping 0.8, i.e. x <- 0.8 x + 0.2 F(x); tolerance
@@ -17,7 +18,8 @@ Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3
 
 Last line: one JSON object with ``ratio_vs_reference`` (reference time / our time for the whole curve),
 ``converged_fraction_ours``, ``converged_fraction_reference``, ``total_curve_s`` (our curve, compilation excluded:
-both solvers are timed after one warm-up evaluation of each compiled map) and per-solver map evaluations.
+both solvers are timed after one warm-up evaluation of each compiled map; each curve is timed ``--trials`` times in
+alternating order and the medians are kept) and per-solver map evaluations.
 
     .venv/bin/python bench/replica.py [--n 1000] [--n-alpha 30]
 """
@@ -43,13 +45,14 @@ from attnlab.slr.replica import (
 )
 
 
-def curve(act, alphas, lam, samples, init, predictor=False, warm=False, **kw):
+def curve(act, alphas, lam, samples, init, predictor=False, warm=False, carry=False, **kw):
     """Continuation in alpha; ``predictor``: start at the secant prediction from the last two fixed points;
-    ``warm``: the inner Newton iterations start at the previous evaluation's proximal points (across points too)."""
-    out, x, done, at, chi = [], init, [], [], None
+    ``warm``: the inner Newton iterations start at the previous evaluation's proximal points (across points too);
+    ``carry``: Anderson's memory is carried from point to point."""
+    out, x, done, at, chi, hist = [], init, [], [], None, ([], [])
     for a in alphas:
         r = solve_replica(act, a, lam, lam, samples, secant_predictor(done, at, a) if predictor and done else x,
-                          warm_start=warm, chi0=chi if warm else None, **kw)
+                          warm_start=warm, chi0=chi if warm else None, history=hist if carry else None, **kw)
         out.append(r)
         if r.converged:
             x, chi = tuple(r.order), r.chi
@@ -64,6 +67,7 @@ def main():
     ap.add_argument("--nu", type=float, default=2.0)
     ap.add_argument("--L", type=int, default=3)
     ap.add_argument("--lam", type=float, default=0.3)
+    ap.add_argument("--trials", type=int, default=3, help="timings of each curve (alternating order), medians kept")
     args = ap.parse_args()
 
     act = activation("softmax")
@@ -77,13 +81,18 @@ def main():
             if not ms:
                 evaluate_map(act, init, 1.0, args.lam, args.lam, s, multistart=False, jacobian=jac, chi0=v.chi)
 
-    t0 = time.perf_counter()
-    ours = curve(act, alphas, args.lam, s, init, predictor=True, warm=True, tol=1e-8)
-    t_ours = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ref = curve(act, alphas, args.lam, s, init, method="damped", damping=0.8, tol=1e-4, max_iter=300,
-                multistart=False, jacobian="implicit")
-    t_ref = time.perf_counter() - t0
+    times_ours, times_ref = [], []
+    for trial in range(args.trials):  # alternating order; medians reported
+        for who in (("ours", "ref") if trial % 2 == 0 else ("ref", "ours")):
+            t0 = time.perf_counter()
+            if who == "ours":
+                ours = curve(act, alphas, args.lam, s, init, predictor=True, warm=True, carry=True, tol=1e-8)
+                times_ours.append(time.perf_counter() - t0)
+            else:
+                ref = curve(act, alphas, args.lam, s, init, method="damped", damping=0.8, tol=1e-4, max_iter=300,
+                            multistart=False, jacobian="implicit")
+                times_ref.append(time.perf_counter() - t0)
+    t_ours, t_ref = float(np.median(times_ours)), float(np.median(times_ref))
 
     print(f"{'alpha':>7} {'ours: it':>9} {'residual':>9} {'status':>10} {'V_hat':>9}   {'ref: it':>8} "
           f"{'residual':>9} {'status':>10}  max|ours - ref|")
@@ -94,11 +103,13 @@ def main():
     conv_o = float(np.mean([r.converged for r in ours]))
     conv_r = float(np.mean([r.converged for r in ref]))
     ev_o, ev_r = sum(r.n_iter for r in ours), sum(r.n_iter for r in ref)
+    print(f"timings (s): ours {[round(t, 2) for t in times_ours]}, reference {[round(t, 2) for t in times_ref]}")
     print(f"ours: {t_ours:.1f} s, {ev_o} map evaluations, converged {conv_o:.0%} (residual 1e-8); "
           f"reference: {t_ref:.1f} s, {ev_r} evaluations, converged {conv_r:.0%} (residual 1e-4)")
     print(json.dumps({"ratio_vs_reference": t_ref / t_ours, "converged_fraction_ours": conv_o,
                       "converged_fraction_reference": conv_r, "total_curve_s": t_ours,
-                      "reference_curve_s": t_ref, "map_evaluations_ours": ev_o,
+                      "reference_curve_s": t_ref, "curve_s_ours_all": times_ours, "curve_s_reference_all": times_ref,
+                      "map_evaluations_ours": ev_o,
                       "map_evaluations_reference": ev_r, "n_alpha": len(alphas), "n_samples": args.n,
                       "setting": f"softmax, spiked nu={args.nu:g}, L={args.L}, lambda={args.lam:g}"}))
 

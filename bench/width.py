@@ -66,7 +66,7 @@ def main():
     ratios = {}
     for n in () if args.skip_throughput else (64, 256, 1024):
         ref = _throughput(lambda k, n=n: sample_reference(k, n=n, n_heads=2, n_samples=args.reference_samples,
-                                                     batch_size=4), args.reference_samples, repeats=2)
+                                                     batch_size=4), args.reference_samples)
         ex = _throughput(lambda k, n=n: sample_first_token(k, n=n, n_heads=2, n_samples=args.exact_samples)[0],
                          args.exact_samples)
         ratios[n] = ex["samples_per_s"] / ref["samples_per_s"]
