@@ -8,6 +8,7 @@ mean over seeds (the ridge reference is exact).
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -269,3 +270,24 @@ def test_presolve_ends_when_the_activity_test_disagrees_with_the_loop(monkeypatc
     monkeypatch.setattr(R, "_loop_round", always_active)
     got = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
     assert np.array_equal(np.asarray(got.chi), np.asarray(want.chi)) and np.array_equal(got.order, want.order)
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 4])
+def test_jacobi_eigendecomposition_matches_lapack(L):
+    """The fixed-sweep Jacobi of the inner Newton step: eigenpairs of random, repeated-eigenvalue and padded
+    (identity block) symmetric matrices to round-off, against jnp.linalg.eigh."""
+    from attnlab.slr.replica import _sym_eig
+
+    k1, k2, k3 = jax.random.split(jax.random.key(L), 3)
+    A = jax.random.normal(k1, (500, L, L))
+    A = A + jnp.swapaxes(A, 1, 2)
+    Q = jnp.linalg.qr(jax.random.normal(k2, (500, L, L)))[0]
+    B = jnp.einsum("nij,nj,nkj->nik", Q, jnp.round(jax.random.normal(k3, (500, L))), Q)  # repeated eigenvalues
+    C = A.at[:, -1, :].set(0.0).at[:, :, -1].set(0.0).at[:, -1, -1].set(1.0)  # a padded token
+    for M in (A, B, C, 1e-3 * A + 5.0 * jnp.eye(L)):  # nearly equal eigenvalues
+        lam, U = jax.jit(jax.vmap(_sym_eig))(M)
+        scale = 1.0 + jnp.max(jnp.abs(M))
+        np.testing.assert_allclose(jnp.einsum("nij,nj,nkj->nik", U, lam, U), M, atol=1e-13 * scale)
+        np.testing.assert_allclose(jnp.einsum("nji,njk->nik", U, U), jnp.broadcast_to(jnp.eye(L), M.shape),
+                                   atol=1e-13)
+        np.testing.assert_allclose(jnp.sort(lam, -1), jnp.linalg.eigvalsh(M), atol=1e-13 * scale)

@@ -193,6 +193,48 @@ def _starts(omega_k, y, mask, V_k, multistart: bool, chi0=None):
     return jnp.concatenate([omega_k[None], omega_k[None] + e, omega_k[None] - e])
 
 
+JACOBI_SWEEPS = {1: 1, 2: 2, 3: 5, 4: 6}  # cyclic Jacobi sweeps per matrix size (larger L: LAPACK's eigh)
+
+
+def _sym_eig(H):
+    """Eigenvalues and eigenvectors (columns) of a small symmetric matrix ``H`` (L, L), unsorted.
+
+    For L <= 4, cyclic Jacobi with a fixed number of sweeps (:data:`JACOBI_SWEEPS`), written as scalar arithmetic
+    so that under ``vmap`` it is one fused elementwise loop over the batch: rotation ``(p, q)`` with
+    ``theta = (h_qq - h_pp) / (2 h_pq)``, ``t = sign(theta) / (|theta| + sqrt(theta^2 + 1))``, ``c = 1/sqrt(1 +
+    t^2)``, ``s = t c`` (Golub & Van Loan, Matrix Computations, Alg. 8.5.2; the smaller of the two angles, so the
+    iteration converges quadratically). Measured on this CPU for 7000 3x3 matrices under vmap: about 3x faster than
+    ``jnp.linalg.eigh`` (one LAPACK call per matrix), and the Newton step of the proximal problem about 2x
+    faster. Accuracy (tests): reconstruction and eigenvalues to ~1e-14 relative, including repeated eigenvalues."""
+    L = H.shape[-1]
+    if L not in JACOBI_SWEEPS:
+        return jnp.linalg.eigh(H)
+    a = [[H[i, j] for j in range(L)] for i in range(L)]
+    one, zero = jnp.ones_like(H[0, 0]), jnp.zeros_like(H[0, 0])
+    u = [[one if i == j else zero for j in range(L)] for i in range(L)]
+    for _ in range(JACOBI_SWEEPS[L]):
+        for p in range(L - 1):
+            for q in range(p + 1, L):
+                apq = a[p][q]
+                nz = apq != 0
+                theta = (a[q][q] - a[p][p]) / (2 * jnp.where(nz, apq, 1.0))
+                t = jnp.where(theta >= 0, 1.0, -1.0) / (jnp.abs(theta) + jnp.sqrt(theta * theta + 1.0))
+                t = jnp.where(nz, t, 0.0)
+                cs = jax.lax.rsqrt(t * t + 1.0)
+                sn = t * cs
+                for r in range(L):
+                    if r != p and r != q:
+                        arp, arq = a[r][p], a[r][q]
+                        a[r][p] = a[p][r] = cs * arp - sn * arq
+                        a[r][q] = a[q][r] = sn * arp + cs * arq
+                a[p][p], a[q][q] = a[p][p] - t * apq, a[q][q] + t * apq
+                a[p][q] = a[q][p] = zero
+                for r in range(L):
+                    urp, urq = u[r][p], u[r][q]
+                    u[r][p], u[r][q] = cs * urp - sn * urq, sn * urp + cs * urq
+    return jnp.stack([a[i][i] for i in range(L)]), jnp.stack([jnp.stack(row) for row in u])
+
+
 def _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c):
     """The inner problem's objective J, the modified Newton direction, one monotone step, and max|grad J|."""
     J = lambda x: _objective(act, x, omega_k, omega_v, y, mask, V_k, V_v, c)  # noqa: E731
@@ -203,7 +245,7 @@ def _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c):
     def direction(chi):
         g = jnp.where(mask, jax.grad(J)(chi), 0.0)
         H = jnp.where(mm, jax.hessian(J)(chi), eye)
-        lam, U = jnp.linalg.eigh(H)
+        lam, U = _sym_eig(H)
         lam = jnp.where(lam > 0, jnp.maximum(lam, HESS_FLOOR / V_k), jnp.maximum(-lam, NEG_CURV_FLOOR / V_k))
         return -U @ ((U.T @ g) / lam)
 
