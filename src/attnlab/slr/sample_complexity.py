@@ -14,8 +14,8 @@ For each activation and each alpha:
   (spec 3.2 formula) per set, its mean, and an SE combining the spread over sets with the formula's Monte Carlo SE;
 * simulation: L-BFGS ERM (informed start) at ``D = sqrt_ND / sqrt(alpha)``, ``N = alpha D`` (the spec 5 size rule),
   ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set;
-* Bayes-optimal (spiked-SLR only, spec 4.3): :func:`attnlab.slr.replica.solve_bayes_optimal` on a frozen set of
-  ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
+* Bayes-optimal (spiked-SLR, and max-SLR at nu = inf; spec 4.3): :func:`attnlab.slr.replica.solve_bayes_optimal`
+  on a frozen set of ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
 """
 
 from __future__ import annotations
@@ -137,16 +137,16 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     bo = np.full((n_al, 2), np.nan)
     bo_test, bo_se = np.full(n_al, np.nan), np.full(n_al, np.nan)
     bo_res, bo_conv = np.full(n_al, np.nan), np.zeros(n_al, bool)
-    if model == "spiked":
+    if model == "spiked" or math.isinf(nu):  # BO equations: spiked-SLR, and max-SLR at nu = inf
         bo_set = frozen_samples(jax.random.fold_in(k_bayes, 1), model, nu, L, n_bo)
         q0 = (0.5, 0.5)
         for i, alpha in enumerate(alphas):
-            r = solve_bayes_optimal(alpha, nu, bo_set, init=q0)
+            r = solve_bayes_optimal(alpha, nu, bo_set, init=q0, model=model)
             bo[i], bo_res[i], bo_conv[i] = (r.q_k, r.q_v), r.residual, r.converged
             if r.converged:
                 q0 = (r.q_k, r.q_v)
                 bo_test[i], bo_se[i] = bayes_optimal_test_error(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
-                                                                r.q_v, n_risk)
+                                                                r.q_v, n_risk, model=model)
     u = {"units": "1"}
     data = {
         "replica_order": (("activation", "alpha", "set", "order"), rep, u),
@@ -172,7 +172,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
         "bayes_population": ((), bayes, u), "bayes_population_se": ((), bayes_se, u),
         "bo_overlaps": (("alpha", "bo_order"), bo, {**u, "long_name": "Bayes-optimal (q_k, q_v), spec 4.3"}),
-        "bo_test_error": (("alpha",), bo_test, {**u, "long_name": "Bayes-optimal test error (spiked only)"}),
+        "bo_test_error": (("alpha",), bo_test, {**u, "long_name": "Bayes-optimal test error (spiked; max at nu=inf)"}),
         "bo_test_error_se": (("alpha",), bo_se, u),
         "bo_residual": (("alpha",), bo_res, u), "bo_converged": (("alpha",), bo_conv, u),
     }
