@@ -10,13 +10,14 @@ iteration map is deterministic)::
     V_a = 1/(lambda_a + V_hat_a),   m_a = m_hat_a V_a,   q_a = (m_hat_a^2 + q_hat_a) V_a^2
 
 Proximal problem. Monotone modified Newton (positive Hessian eigenvalues floored at ``0.01/V_k``, negative ones
-replaced by ``max(|.|, 0.5/V_k)``, best of a few trial step lengths, early stop at |grad| <= 1e-12, then a final
-full Newton step) from omega^k, or from 2L + 1 starts (omega^k and omega^k +- sqrt(V_k)(1+|y|) e_l) keeping the
-lowest value: at small lambda V_k is large and the problem is non-convex for a few per cent of the samples, where
-one start from omega^k misses the global minimum (tested against a brute-force grid). Inside a fixed-point solve the
-single-start evaluations are warm-started at the previous evaluation's proximal points, and the batch of Newton
-loops is run in rounds of a few steps, gathering the unfinished (sample, start) pairs after each round
-(:func:`_presolve`), so that the slowest sample no longer sets the cost of the whole batch.
+replaced by ``max(|.|, 0.5/V_k)``, best of a few trial step lengths, early stop at |grad| <= 1e-12, then a final full
+Newton step; the eigendecomposition by fixed-sweep Jacobi for L <= 4, :func:`_sym_eig`) from omega^k, or from 2L + 1
+starts (omega^k and omega^k +- sqrt(V_k)(1+|y|) e_l) keeping the lowest value: at small lambda V_k is large and the
+problem is non-convex for a few per cent of the samples, where one start from omega^k misses the global minimum
+(tested against a brute-force grid). Inside a fixed-point solve the single-start evaluations are warm-started at the
+previous evaluation's proximal points, and the batch of Newton loops is run in rounds of a few steps, gathering the
+unfinished (sample, start) pairs after each round (:func:`_presolve`), so that the slowest sample no longer sets the
+cost of the whole batch.
 
 V_hat integrand. "implicit": the implicit function theorem at the proximal point; "unrolled": forward mode through
 the Newton steps (equal to implicit once converged); "stein": Stein's lemma ``E[sum_l df_l/domega_l] =
@@ -26,14 +27,14 @@ minima f jumps, and the derivative that the replica computation needs (the heat 
 Every evaluation reports the difference (the "jump term") with its SE: within SE of 0 where every proximal problem
 is convex (tested at lambda = 1), many SE away at small lambda.
 
-Solver. :func:`solve_replica`: safeguarded Anderson acceleration (or plain damping) with a convergence report per
-point (residual, map evaluations, status, branch, training objective, diagnostics); :func:`continue_in_lambda` and
-:func:`replica_curve`: continuation in lambda and alpha and branch tracking from informed and uninformed starts
-(:func:`standard_starts`), the ERM branch being the converged one with the lowest training objective per sample.
-The test error at the fixed point is the spec 3.2 formula evaluated by :func:`attnlab.slr.population.overlap_risk`
-on fresh samples. Every evaluation also returns the replicon (de Almeida-Thouless) eigenvalue of the RS point
-(:func:`at_eigenvalue`): RS is locally stable iff it is below 1. :func:`solve_bayes_optimal`: the Bayes-optimal
-state evolution of spec 4.3 (spiked-SLR).
+Solver. :func:`solve_replica`: safeguarded Anderson acceleration (memory 6, carried along a continuation path; or
+plain damping) with a convergence report per point (residual, map evaluations, status, branch, training objective,
+diagnostics); :func:`continue_in_lambda` and :func:`replica_curve`: continuation in lambda and alpha and branch
+tracking from informed and uninformed starts (:func:`standard_starts`), the ERM branch being the converged one with
+the lowest training objective per sample. The test error at the fixed point is the spec 3.2 formula evaluated by
+:func:`attnlab.slr.population.overlap_risk` on fresh samples. Every evaluation also returns the replicon (de
+Almeida-Thouless) eigenvalue of the RS point (:func:`at_eigenvalue`): RS is locally stable iff it is below 1.
+:func:`solve_bayes_optimal`: the Bayes-optimal state evolution of spec 4.3 (spiked-SLR, and max-SLR at nu = inf).
 
 Status of the reconstruction. Tested: L = 1 reproduces the classical ridge equations (5 SE over frozen-sample
 seeds). Measured once (not a test: too slow for the suite), spec's acceptance point, softmax, spiked-SLR nu = 5, L = 2,
