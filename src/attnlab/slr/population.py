@@ -126,7 +126,7 @@ def _bayes_is_values(key, sqrt_nu, L: int, n: int, defensive):
     chi = z.at[:, 0].add(sqrt_nu)
     p = jax.nn.softmax(sqrt_nu * chi, axis=-1)
     g = 1.0 - jnp.sum(p**2, axis=-1)
-    return jnp.exp(-log_qp) * g, jnp.exp(-log_qp)
+    return jnp.exp(-log_qp) * g
 
 
 def bayes_risk_is(key, nu, L, n: int, noise_std: float = 0.0, defensive: float = 0.1):
@@ -151,7 +151,7 @@ def bayes_risk_is(key, nu, L, n: int, noise_std: float = 0.0, defensive: float =
     for v, p in zip(law.values, law.probs):
         if v == 1 or p == 0.0:
             continue
-        vals, _ = _bayes_is_values(jax.random.fold_in(key, v), math.sqrt(nu), int(v), int(n), defensive)
+        vals = _bayes_is_values(jax.random.fold_in(key, v), math.sqrt(nu), int(v), int(n), defensive)
         mean += p * float(jnp.mean(vals))
         var += (p * float(jnp.std(vals, ddof=1))) ** 2 / n
     return mean, math.sqrt(var)

@@ -201,12 +201,12 @@ JACOBI_SWEEPS = {1: 1, 2: 2, 3: 5, 4: 6}  # cyclic Jacobi sweeps per matrix size
 def _sym_eig(H):
     """Eigenvalues and eigenvectors (columns) of a small symmetric matrix ``H`` (L, L), unsorted.
 
-    For L <= 4, cyclic Jacobi with a fixed number of sweeps (:data:`JACOBI_SWEEPS`), written as scalar arithmetic
-    so that under ``vmap`` it is one fused elementwise loop over the batch: rotation ``(p, q)`` with
-    ``theta = (h_qq - h_pp) / (2 h_pq)``, ``t = sign(theta) / (|theta| + sqrt(theta^2 + 1))``, ``c = 1/sqrt(1 +
-    t^2)``, ``s = t c`` (Golub & Van Loan, Matrix Computations, Alg. 8.5.2; the smaller of the two angles, so the
-    iteration converges quadratically). Measured on this CPU for 7000 3x3 matrices under vmap: about 3x faster than
-    ``jnp.linalg.eigh`` (one LAPACK call per matrix), and the Newton step of the proximal problem about 2x
+    For L <= 4, cyclic Jacobi with a fixed number of sweeps (:data:`JACOBI_SWEEPS`, a ``fori_loop`` over one compiled
+    sweep), written as scalar arithmetic so that under ``vmap`` a sweep is elementwise over the batch: rotation ``(p,
+    q)`` with ``theta = (h_qq - h_pp) / (2 h_pq)``, ``t = sign(theta) / (|theta| + sqrt(theta^2 + 1))``, ``c =
+    1/sqrt(1 + t^2)``, ``s = t c`` (Golub & Van Loan, Matrix Computations, Alg. 8.5.2; the smaller of the two angles,
+    so the iteration converges quadratically). Measured on this CPU for 7000 3x3 matrices under vmap: about 3x faster
+    than ``jnp.linalg.eigh`` (one LAPACK call per matrix), and the Newton step of the proximal problem about 2x
     faster. Accuracy (tests): reconstruction and eigenvalues to ~1e-14 relative, including repeated eigenvalues.
     Derivatives: the same JVP rule as ``jnp.linalg.eigh`` (below), so forward mode never runs through the sweeps
     (differentiating the unrolled sweeps inside the Newton loop made the "unrolled" V_hat program take minutes to
