@@ -995,12 +995,18 @@ def ridge_fixed_point(alpha: float, lam: float, noise_std: float = 0.0):
 
 
 @jax.jit
-def _bo_hats(q, alpha, sqrt_nu, noise_var, samples: FrozenSamples):
-    r"""q_hat_a = alpha E[sum_l (g^a_l)^2] over the frozen samples (teacher-centric: omega = q h* + sqrt(q - q^2) xi)."""
+def _bo_fields(q, noise_var, samples: FrozenSamples):
+    """Teacher-centric fields ``omega_a = q_a h*_a + sqrt(q_a - q_a^2) xi_a`` (n, L) and the label variance given
+    omega^v, ``Delta + 1 - q_v``, of the Bayes-optimal channels (Nishimori: m = q, V = 1 - q)."""
     q_k, q_v = q
     om_k = q_k * samples.chi + jnp.sqrt(jnp.maximum(q_k - q_k**2, 0.0)) * samples.xi_k
     om_v = q_v * samples.zeta + jnp.sqrt(jnp.maximum(q_v - q_v**2, 0.0)) * samples.xi_v
-    s2 = noise_var + 1.0 - q_v
+    return om_k, om_v, noise_var + 1.0 - q_v
+
+
+def _bo_hats(q, alpha, sqrt_nu, noise_var, samples: FrozenSamples):
+    r"""q_hat_a = alpha E[sum_l (g^a_l)^2] over the frozen samples (teacher-centric: omega = q h* + sqrt(q - q^2) xi)."""
+    om_k, om_v, s2 = _bo_fields(q, noise_var, samples)
     logit = sqrt_nu * om_k - (samples.y[:, None] - om_v) ** 2 / (2 * s2)
     pi = jnp.where(samples.mask, jax.nn.softmax(jnp.where(samples.mask, logit, -jnp.inf), axis=-1), 0.0)
     g_k2 = sqrt_nu**2 * jnp.sum(pi**2, -1)
@@ -1032,21 +1038,17 @@ _log_argmax_probs_batch = jax.jit(jax.vmap(log_argmax_probs, in_axes=(0, 0, None
 def _bo_channel_max(q, noise_var, samples: FrozenSamples):
     """Per-sample g^k, g^v (n, L) of the max-SLR (nu = inf) Bayes channel at overlaps q (see
     :func:`solve_bayes_optimal`)."""
-    q_k, q_v = q
-    om_k = q_k * samples.chi + jnp.sqrt(jnp.maximum(q_k - q_k**2, 0.0)) * samples.xi_k
-    om_v = q_v * samples.zeta + jnp.sqrt(jnp.maximum(q_v - q_v**2, 0.0)) * samples.xi_v
-    s2 = noise_var + 1.0 - q_v
+    om_k, om_v, s2 = _bo_fields(q, noise_var, samples)
+    V_k = 1.0 - q[0]
 
     def one(ok, ov, y, mask):
-        def log_z(o):
-            return jax.scipy.special.logsumexp(
-                jnp.where(mask, log_argmax_probs(o, mask, 1.0 - q_k) - (y - ov) ** 2 / (2 * s2), -jnp.inf))
+        def log_z(o):  # log Z_out up to a constant, and the location logits (log pi~ + log N)
+            logits = jnp.where(mask, log_argmax_probs(o, mask, V_k) - (y - ov) ** 2 / (2 * s2), -jnp.inf)
+            return jax.scipy.special.logsumexp(logits), logits
 
-        g_k = jnp.where(mask, jax.grad(log_z)(ok), 0.0)
-        w = jax.nn.softmax(jnp.where(mask, log_argmax_probs(ok, mask, 1.0 - q_k) - (y - ov) ** 2 / (2 * s2),
-                                     -jnp.inf))
-        g_v = jnp.where(mask, w * (y - ov) / s2, 0.0)
-        return g_k, g_v
+        g_k, logits = jax.grad(log_z, has_aux=True)(ok)
+        g_v = jnp.where(mask, jax.nn.softmax(logits) * (y - ov) / s2, 0.0)
+        return jnp.where(mask, g_k, 0.0), g_v
 
     return jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
 
@@ -1055,6 +1057,16 @@ def _bo_channel_max(q, noise_var, samples: FrozenSamples):
 def _bo_hats_max(q, alpha, noise_var, samples: FrozenSamples):
     g_k, g_v = _bo_channel_max(q, noise_var, samples)
     return alpha * jnp.stack([jnp.mean(jnp.sum(g_k**2, -1)), jnp.mean(jnp.sum(g_v**2, -1))])
+
+
+def _check_bo_model(model: str, nu) -> float:
+    """The models with Bayes-optimal equations here: spiked-SLR (any nu) and max-SLR at nu = inf."""
+    if model not in ("spiked", "max"):
+        raise ValueError(f"model must be 'spiked' or 'max', got {model!r}")
+    nu = check_model(model, nu)
+    if model == "max" and not math.isinf(nu):
+        raise ValueError("the Bayes-optimal max-SLR equations are implemented for nu = inf only (argmax location)")
+    return nu
 
 
 class BOValue(NamedTuple):
@@ -1112,11 +1124,7 @@ def solve_bayes_optimal(alpha: float, nu: float, samples: FrozenSamples, noise_s
     Checked in the tests: the argmax probabilities against Monte Carlo, and the Nishimori identity
     ``E[sum_l (g^a_l)^2] = -E[sum_l dg^a_l/domega^a_l]`` (it holds here since int P_out dy = 1). Finite nu on
     max-SLR would need an L-dimensional integral per sample and is not implemented."""
-    if model not in ("spiked", "max"):
-        raise ValueError(f"model must be 'spiked' or 'max', got {model!r}")
-    nu = check_model(model, nu)
-    if model == "max" and not math.isinf(nu):
-        raise ValueError("the Bayes-optimal max-SLR equations are implemented for nu = inf only (argmax location)")
+    nu = _check_bo_model(model, nu)
     if not alpha > 0 or not math.isfinite(alpha):
         raise ValueError(f"sample ratio alpha must be finite and > 0, got {alpha}")
     noise_var = float(noise_std) ** 2
@@ -1149,11 +1157,7 @@ def bayes_optimal_test_error(key, nu: float, L, q_k: float, q_v: float, n: int, 
     omega^v is independent of omega^k with variance q_v). At q = 1 this is the population Bayes risk (spec 3.3).
     ``model="max"`` (nu = inf): softmax(sqrt(nu) omega^k) becomes the argmax probabilities pi~(omega^k) of
     :func:`solve_bayes_optimal`."""
-    if model not in ("spiked", "max"):
-        raise ValueError(f"model must be 'spiked' or 'max', got {model!r}")
-    nu = check_model(model, nu)
-    if model == "max" and not math.isinf(nu):
-        raise ValueError("the Bayes-optimal max-SLR test error is implemented for nu = inf only")
+    nu = _check_bo_model(model, nu)
     if not (0 <= q_k <= 1 and 0 <= q_v <= 1):
         raise ValueError(f"Bayes-optimal overlaps lie in [0, 1], got {q_k}, {q_v}")
     ks, kx = jax.random.split(key)
