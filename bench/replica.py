@@ -4,12 +4,13 @@ iteration, on the same integrals (the same frozen samples and the same jitted ma
 Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3, 30 values of alpha (log-spaced
 0.5 to 20), frozen sets of 1000 samples.
 
-* ours: :func:`attnlab.slr.replica.solve_replica` with its defaults (safeguarded Anderson acceleration, memory 6,
-  mixing 0.5, the memory carried from point to point; inner problem from one start, warm-started at the previous
-  evaluation's proximal points, then verified with 2L + 1 cold starts; implicit V_hat, switching to Stein's if the
-  implicit iteration stalls),
-  continued in alpha with a secant predictor (linear in log alpha from the last two fixed points) and the previous
-  point's proximal points as the first warm start, converged to a residual of 1e-8 on the order parameters;
+* ours: :func:`attnlab.slr.replica.continue_in_alpha` with :func:`~attnlab.slr.replica.solve_replica`'s defaults
+  (safeguarded Anderson acceleration, memory 6, mixing 0.5, the memory carried from point to point; inner problem
+  from one start, warm-started at the previous evaluation's proximal points, plus warm starts at the local minima
+  that the last multistart evaluation found for samples with several; each point verified with 2L + 1 cold starts;
+  implicit V_hat, switching to Stein's if the implicit iteration stalls), each point started at a secant prediction
+  (linear in log alpha from the last two fixed points, checked against its own residual), converged to a residual
+  of 1e-8 on the order parameters;
 * reference: plain damped iteration as is usual in this field (damping 0.8, i.e. x <- 0.8 x + 0.2 F(x); tolerance
   1e-4; at most 300 iterations), continued in alpha from the same informed start, on the same integrals and the
   same compiled inner solver (one start from omega^k per evaluation, the usual cold start; implicit V_hat; the
@@ -19,7 +20,8 @@ Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3
 Last line: one JSON object with ``ratio_vs_reference`` (reference time / our time for the whole curve),
 ``converged_fraction_ours``, ``converged_fraction_reference``, ``total_curve_s`` (our curve, compilation excluded:
 both solvers are timed after one warm-up evaluation of each compiled map; each curve is timed ``--trials`` times in
-alternating order and the medians are kept) and per-solver map evaluations.
+alternating order and the medians are kept), the median CPU times (``cpu_s_*``; XLA runs the inner loops on both
+cores) and per-solver map evaluations.
 
     .venv/bin/python bench/replica.py [--n 1000] [--n-alpha 30]
 """
@@ -31,32 +33,29 @@ import json
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import attnlab  # noqa: F401  (float64)
 from attnlab.slr.activations import activation
 from attnlab.slr.replica import (
     compile_buckets,
+    continue_in_alpha,
     evaluate_map,
     frozen_samples,
-    secant_predictor,
     solve_replica,
     standard_starts,
 )
 
 
-def curve(act, alphas, lam, samples, init, predictor=False, warm=False, carry=False, **kw):
-    """Continuation in alpha; ``predictor``: start at the secant prediction from the last two fixed points;
-    ``warm``: the inner Newton iterations start at the previous evaluation's proximal points (across points too);
-    ``carry``: Anderson's memory is carried from point to point."""
-    out, x, done, at, chi, hist = [], init, [], [], None, ([], [])
+def curve(act, alphas, lam, samples, init, **kw):
+    """The reference continuation in alpha: each point started at the previous converged fixed point."""
+    out, x = [], init
     for a in alphas:
-        r = solve_replica(act, a, lam, lam, samples, secant_predictor(done, at, a) if predictor and done else x,
-                          warm_start=warm, chi0=chi if warm else None, history=hist if carry else None, **kw)
+        r = solve_replica(act, a, lam, lam, samples, x, **kw)
         out.append(r)
         if r.converged:
-            x, chi = tuple(r.order), r.chi
-            done, at = done + [x], at + [a]
+            x = tuple(r.order)
     return out
 
 
@@ -80,18 +79,24 @@ def main():
             v = evaluate_map(act, init, 1.0, args.lam, args.lam, s, multistart=ms, jacobian=jac)
             if not ms:
                 evaluate_map(act, init, 1.0, args.lam, args.lam, s, multistart=False, jacobian=jac, chi0=v.chi)
+                for m in (16, 64):  # warm-started evaluations with tracked minima (padded to 16 or 64 samples)
+                    track = (np.arange(m), jnp.broadcast_to(v.chi[:m, None], (m, 2 * args.L + 1, args.L)))
+                    evaluate_map(act, init, 1.0, args.lam, args.lam, s, multistart=False, jacobian=jac,
+                                 chi0=v.chi, track=track)
 
-    times_ours, times_ref = [], []
+    times_ours, times_ref, cpu_ours, cpu_ref = [], [], [], []
     for trial in range(args.trials):  # alternating order; medians reported
         for who in (("ours", "ref") if trial % 2 == 0 else ("ref", "ours")):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if who == "ours":
-                ours = curve(act, alphas, args.lam, s, init, predictor=True, warm=True, carry=True, tol=1e-8)
+                ours = continue_in_alpha(act, alphas, args.lam, args.lam, s, init, tol=1e-8)
                 times_ours.append(time.perf_counter() - t0)
+                cpu_ours.append(time.process_time() - c0)
             else:
                 ref = curve(act, alphas, args.lam, s, init, method="damped", damping=0.8, tol=1e-4, max_iter=300,
-                            multistart=False, jacobian="implicit")
+                            multistart=False, jacobian="implicit", warm_start=False)
                 times_ref.append(time.perf_counter() - t0)
+                cpu_ref.append(time.process_time() - c0)
     t_ours, t_ref = float(np.median(times_ours)), float(np.median(times_ref))
 
     print(f"{'alpha':>7} {'ours: it':>9} {'residual':>9} {'status':>10} {'V_hat':>9}   {'ref: it':>8} "
@@ -103,12 +108,15 @@ def main():
     conv_o = float(np.mean([r.converged for r in ours]))
     conv_r = float(np.mean([r.converged for r in ref]))
     ev_o, ev_r = sum(r.n_iter for r in ours), sum(r.n_iter for r in ref)
-    print(f"timings (s): ours {[round(t, 2) for t in times_ours]}, reference {[round(t, 2) for t in times_ref]}")
+    print(f"timings (s): ours {[round(t, 2) for t in times_ours]}, reference {[round(t, 2) for t in times_ref]}; "
+          f"CPU (s): ours {[round(t, 2) for t in cpu_ours]}, reference {[round(t, 2) for t in cpu_ref]}")
     print(f"ours: {t_ours:.1f} s, {ev_o} map evaluations, converged {conv_o:.0%} (residual 1e-8); "
           f"reference: {t_ref:.1f} s, {ev_r} evaluations, converged {conv_r:.0%} (residual 1e-4)")
     print(json.dumps({"ratio_vs_reference": t_ref / t_ours, "converged_fraction_ours": conv_o,
                       "converged_fraction_reference": conv_r, "total_curve_s": t_ours,
-                      "reference_curve_s": t_ref, "curve_s_ours_all": times_ours, "curve_s_reference_all": times_ref,
+                      "reference_curve_s": t_ref, "cpu_s_ours": float(np.median(cpu_ours)),
+                      "cpu_s_reference": float(np.median(cpu_ref)), "curve_s_ours_all": times_ours,
+                      "curve_s_reference_all": times_ref,
                       "map_evaluations_ours": ev_o,
                       "map_evaluations_reference": ev_r, "n_alpha": len(alphas), "n_samples": args.n,
                       "setting": f"softmax, spiked nu={args.nu:g}, L={args.L}, lambda={args.lam:g}"}))

@@ -91,8 +91,8 @@ from attnlab.slr.activations import Activation
 from attnlab.slr.duranthon_data import c_nu, check_model, length_law, sample_scores
 
 __all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "evaluate_map", "MapValue", "ReplicaResult",
-           "solve_replica", "lambda_path", "continue_in_lambda", "standard_starts", "BranchCurve", "replica_curve",
-           "ridge_fixed_point", "fixed_point", "secant_predictor", "solve_bayes_optimal", "BOResult",
+           "solve_replica", "lambda_path", "continue_in_lambda", "continue_in_alpha", "standard_starts", "BranchCurve",
+           "replica_curve", "ridge_fixed_point", "fixed_point", "secant_predictor", "solve_bayes_optimal", "BOResult",
            "bayes_optimal_test_error", "log_argmax_probs"]
 
 
@@ -167,6 +167,7 @@ _STEPS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01)  # trial lengths of the monotone Newt
 VERIFY_ROUNDS = 3  # multistart verifications in solve_replica(multistart="verify") before iterating that map directly
 AUTO_IMPLICIT_BUDGET = 60  # map evaluations of the pointwise estimator before jacobian="auto" switches to Stein
 NEWTON_STOP = 1e-12  # the inner Newton iteration stops when max |grad J| falls below this
+ROUNDOFF_DECREASE = 1e-15  # ... or after a step whose predicted decrease -g.d was below this times (1 + |J|)
 HESS_FLOOR = 0.01  # positive Hessian eigenvalues of the inner problem are floored at HESS_FLOOR / V_k
 NEG_CURV_FLOOR = 0.5  # negative ones are replaced by max(|.|, NEG_CURV_FLOOR / V_k): short steps out of concave regions
 INNER_GTOL = 1e-7  # |grad J| above this at the returned point: the sample's proximal problem did not converge
@@ -185,8 +186,10 @@ def _starts(omega_k, y, mask, V_k, multistart: bool, chi0=None):
     token l, with delta = sqrt(V_k) (1 + |y|): the data term is at most y^2/2, so the minimiser moves by at most
     sqrt(V_k) |y| from omega^k, and these starts put one token ahead of (or behind) the others by that much.
     ``chi0`` (single start only): a warm start (the proximal point of the previous map evaluation) instead of
-    omega^k."""
+    omega^k, or (S, L) per sample: that set of starts."""
     if not multistart:
+        if chi0 is not None and chi0.ndim == 2:  # a set of starts per sample (tracked minima, _track_minima)
+            return chi0
         return (omega_k if chi0 is None else chi0)[None]
     L = omega_k.shape[0]
     delta = jnp.sqrt(V_k) * (1.0 + jnp.abs(y))
@@ -268,18 +271,25 @@ def _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c):
     mm = mask[:, None] & mask[None, :]
     steps = jnp.asarray(_STEPS)
 
-    def direction(chi):
+    def direction_grad(chi):
         g = jnp.where(mask, jax.grad(J)(chi), 0.0)
         H = jnp.where(mm, jax.hessian(J)(chi), eye)
         lam, U = _sym_eig(H)
         lam = jnp.where(lam > 0, jnp.maximum(lam, HESS_FLOOR / V_k), jnp.maximum(-lam, NEG_CURV_FLOOR / V_k))
-        return -U @ ((U.T @ g) / lam)
+        return -U @ ((U.T @ g) / lam), g
+
+    def direction(chi):
+        return direction_grad(chi)[0]
 
     def step(chi):
-        cands = chi[None] + steps[:, None] * direction(chi)[None]
+        """The monotone step and whether it was meaningful: ``False`` when the predicted decrease -g.d of J lies
+        below J's round-off (ROUNDOFF_DECREASE (1 + |J|)), where the line search's comparisons of J are noise."""
+        d, g = direction_grad(chi)
+        cands = chi[None] + steps[:, None] * d[None]
         Jc = jax.vmap(J)(cands)
         b = jnp.argmin(Jc)
-        return jnp.where(Jc[b] < J(chi), cands[b], chi)
+        J0 = J(chi)
+        return jnp.where(Jc[b] < J0, cands[b], chi), -(g @ d) > ROUNDOFF_DECREASE * (1.0 + jnp.abs(J0))
 
     def gmax(x):
         return jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
@@ -289,8 +299,12 @@ def _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c):
 
 def _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, i0, moved0, n_newton):
     """Monotone Newton steps from x0 (step counter i0): at most n_newton steps in all, stopping once |grad J| <=
-    NEWTON_STOP or once a step leaves x unchanged (no trial step lowers J: round-off level; the step is
-    deterministic, so every later step would leave it unchanged too and the result is the same). Returns the loop
+    NEWTON_STOP, once a step leaves x unchanged (no trial step lowers J: round-off level; the step is
+    deterministic, so every later step would leave it unchanged too and the result is the same), or after a step
+    whose predicted decrease -g.d was below J's round-off (ROUNDOFF_DECREASE (1 + |J|)): there the line search
+    compares values of J that differ by round-off only, so further steps wander at the 1e-10 level of |grad J|
+    without progress (seen on about 10% of the samples of a warm-started evaluation, which then ran until the step
+    cap); the final full Newton step of :func:`_prox_all` polishes the point either way. Returns the loop
     state (i, x, moved) and whether the loop would go on (only when i reached ``n_newton`` is that ``True``)."""
     _, _, step, gmax = _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c)
 
@@ -299,8 +313,8 @@ def _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, i0, moved0, n_
 
     def body(st):
         i, x, _ = st
-        xn = step(x)
-        return i + 1, xn, jnp.any(xn != x)
+        xn, meaningful = step(x)
+        return i + 1, xn, jnp.any(xn != x) & meaningful
 
     i, x, moved = jax.lax.while_loop(lambda st: go_on(*st), body, (i0, x0, moved0))
     return i, x, moved
@@ -405,6 +419,7 @@ def _loop_active(act, om_k, om_v, samples: FrozenSamples, c, V_k, V_v, x, i, mov
 
 
 PRESOLVE_STEPS = 3  # Newton steps per round of _presolve; after each round the unfinished pairs are gathered
+WARM_STEPS = 3  # Newton steps of the first round of a warm-started evaluation (_warm_eval)
 
 
 BUCKET_GROWTH = 4  # batch sizes of _loop_round: 16 * 4^j (each size is one XLA compilation of about 1 s)
@@ -433,14 +448,16 @@ def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30,
                                           idx, n_newton, PRESOLVE_STEPS))
 
 
-def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None):
+def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None, first=None):
     """The Newton loops of every (sample, start) pair, as in :func:`_prox_all` but without running the whole batch
     until its slowest member stops: rounds of PRESOLVE_STEPS steps, after each of which the unfinished pairs are
     gathered into a smaller batch (padded to 16 * 4^j, to bound recompilation, :func:`_bucket`; see
     :func:`compile_buckets`). Per pair the step sequence is the same as in one long loop. Returns the loops' end
-    points (n, S, L)."""
-    x, i, moved, active = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton,
-                                            multistart, chi0)
+    points (n, S, L). ``first``: the state ``(x, i, moved, active)`` after the first round, when already computed
+    (:func:`_warm_eval`)."""
+    if first is None:
+        first = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton, multistart, chi0)
+    x, i, moved, active = first
     total = x.shape[0] * x.shape[1]
     active = np.asarray(active)
     while True:
@@ -458,6 +475,82 @@ def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: 
         # NEWTON_STOP = 1e-12: without this, such a pair was "active" forever and _presolve never returned
         # (seen at lambda = 0.01 in duranthon-low-snr).
         active = np.asarray(active) & (np.asarray(i) != i_before)
+
+
+TRACK_TOL = 1e-4  # multistart loops of a sample ending farther apart than this: its local minima are tracked
+
+
+def _track_from_ends(ends):
+    """The tracked minima after a multistart evaluation: ``(idx, starts)`` with ``idx`` the samples whose 2L + 1
+    Newton loops (end points ``ends`` (n, S, L)) did not all end at one point and ``starts`` (m, S, L) their end
+    points (host arrays: their sizes vary, and device-side gathers of every size would each compile); None if there
+    is none."""
+    ends = np.asarray(ends)
+    idx = np.nonzero(np.max(np.abs(ends - ends[:, :1]), axis=(1, 2)) > TRACK_TOL)[0]
+    return (idx, ends[idx]) if idx.size else None
+
+
+@partial(jax.jit, static_argnames=("act",))
+def _lowest(act, order, samples: FrozenSamples, c, ends):
+    """Per sample, the end point (of ``ends`` (n, S, L)) with the lowest proximal objective J: (n, L), (n,)."""
+    om_k, om_v, _, _ = _omegas(order, samples)
+    V_k, V_v = order[2], order[5]
+    J = jax.vmap(lambda ok, ov, y, m, xs: jax.vmap(lambda x: _objective(act, x, ok, ov, y, m, V_k, V_v, c))(xs))(
+        om_k, om_v, samples.y, samples.mask, ends)
+    b = jnp.argmin(J, axis=1)
+    return jnp.take_along_axis(ends, b[:, None, None], 1)[:, 0], jnp.take_along_axis(J, b[:, None], 1)[:, 0]
+
+
+def _select_tracked(act, order, samples: FrozenSamples, c, x, sel):
+    """The single-start end points ``x`` (n, 1, L) with the rows ``sel[0]`` replaced by ``sel[1]`` (m, L) where
+    that has the lower J (traced inside the compiled evaluations)."""
+    idx, xs, Js = sel
+    om_k, om_v, _, _ = _omegas(order, samples)
+    V_k, V_v = order[2], order[5]
+    Jm = jax.vmap(lambda ok, ov, y, m, z: _objective(act, z, ok, ov, y, m, V_k, V_v, c))(
+        om_k[idx], om_v[idx], samples.y[idx], samples.mask[idx], x[idx, 0])
+    return x.at[idx, 0].set(jnp.where((Js < Jm)[:, None], xs, x[idx, 0]))
+
+
+@partial(jax.jit, static_argnames=("act",))
+def _select_tracked_jit(act, order, samples: FrozenSamples, c, x, sel):
+    return _select_tracked(act, order, samples, c, x, sel)
+
+
+def _pad_track(track, n: int):
+    """A track (:func:`_track_from_ends`) padded to a bucket size (:func:`_bucket`) by repeating its first sample
+    (which then computes the same values twice): rows (m',), starts (m', S, L)."""
+    idx, starts = track
+    size = _bucket(idx.size, n)
+    pad = np.concatenate([np.arange(idx.size), np.zeros(size - idx.size, int)])
+    return jnp.asarray(idx[pad]), jnp.asarray(np.asarray(starts)[pad])
+
+
+def _advance_tracked(act, order, samples: FrozenSamples, c, n_newton: int, rows, starts):
+    """Warm Newton loops (to the end, in the calling program: a few dozen samples) from every tracked start:
+    the selection ``(rows, points, J)`` of each tracked sample's lowest end point, and the end points."""
+    sub = FrozenSamples(*(a[rows] for a in samples))
+    x, _, _, _ = _loop_from_starts(act, order, sub, c, n_newton, n_newton, False, starts)
+    xs, Js = _lowest(act, order, sub, c, x)
+    return (rows, xs, Js), x
+
+
+@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian"))
+def _warm_eval(act, order, alpha, samples: FrozenSamples, c, chi0, n_newton: int, jacobian: str, track=None):
+    """A warm-started single-start map evaluation in one compiled program: the first round of :func:`_presolve`
+    (PRESOLVE_STEPS Newton steps from ``chi0``) and :func:`_hats` at its end points, plus whether some loop is
+    unfinished. From a warm start (the previous evaluation's proximal points) the loops usually finish within the
+    round; then this is exactly the evaluation of :func:`evaluate_map` (the same steps, the same end points), in one
+    dispatch instead of two and without the host round trip between them. Otherwise the caller resumes the
+    gathered rounds from the returned state and recomputes the hats."""
+    first = _loop_from_starts(act, order, samples, c, min(WARM_STEPS, n_newton), n_newton, False, chi0)
+    sel = ends = None
+    x = first[0]
+    if track is not None:  # (rows, starts) of :func:`_pad_track`
+        sel, ends = _advance_tracked(act, order, samples, c, n_newton, *track)
+        x = _select_tracked(act, order, samples, c, x, sel)
+    out = _hats(act, order, alpha, samples, c, n_newton, jacobian, False, None, x)
+    return out, first, jnp.any(first[3]), sel, ends
 
 
 @partial(jax.jit, static_argnames=("act", "n_newton", "jacobian", "multistart"))
@@ -601,6 +694,7 @@ class MapValue(NamedTuple):
     jump_v_se: float = math.nan
     at: float = math.nan
     chi: object = None
+    track: object = None
 
     @property
     def valid(self) -> bool:
@@ -608,7 +702,7 @@ class MapValue(NamedTuple):
 
 
 def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
-                 jacobian: str = "implicit", multistart: bool = True, chi0=None) -> MapValue:
+                 jacobian: str = "implicit", multistart: bool = True, chi0=None, track=None) -> MapValue:
     """The fixed-point map with its diagnostics (see :class:`MapValue`); prior updates of spec 4.2
     ``V_a = 1/(lambda_a + V_hat_a)``, ``m_a = m_hat_a V_a``, ``q_a = (m_hat_a^2 + q_hat_a) V_a^2``. When
     ``lambda_a + V_hat_a <= 0`` the ridge prior update has no positive V_a: the replica-symmetric saddle point does
@@ -618,17 +712,41 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
     ``MapValue.chi`` of a previous evaluation at a nearby order) instead of omega^k. Where the proximal problem is
     convex this changes chi_hat only at round-off; where it is not, the warm start follows the local minimum it
     starts in (the multistart map does not use it). ``MapValue.at`` is the replicon eigenvalue of
-    :func:`at_eigenvalue` at the input order (NaN with ``jacobian="unrolled"``)."""
+    :func:`at_eigenvalue` at the input order (NaN with ``jacobian="unrolled"``).
+
+    Tracked minima: a multistart evaluation returns in ``MapValue.track`` the samples whose 2L + 1 Newton loops
+    ended at different points, with those end points. Passed back as ``track`` to a warm-started single-start
+    evaluation, each such sample also runs warm Newton loops from its tracked points, and its proximal point is the
+    lowest of them and of the warm-started loop (the track is advanced and returned again). Near a point where a
+    sample's global minimiser switches between two local minima (low alpha), the single-start iteration then
+    follows the switch itself instead of converging to a point that the next multistart verification rejects:
+    at low alpha most rejected verifications were switches of samples with tracked minima."""
     if jacobian not in ("implicit", "unrolled", "stein"):
         raise ValueError(f"jacobian must be 'implicit', 'unrolled' or 'stein', got {jacobian!r}")
     if chi0 is not None and multistart:
         raise ValueError("a warm start chi0 is for the single-start map (multistart=False) only")
-    act0, order = dataclasses.replace(act, c=0.0), jnp.asarray(order, dtype=jnp.float64)
-    presolved = None
-    if jacobian != "unrolled":
-        presolved = _presolve(act0, order, samples, act.c, n_newton, bool(multistart), chi0)
-    hats, train, diag, chi, frob = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian,
-                                         bool(multistart), None if presolved is not None else chi0, presolved)
+    order_np = np.asarray(order, dtype=np.float64)
+    act0, order = dataclasses.replace(act, c=0.0), jnp.asarray(order_np)
+    out = track_out = None
+    if jacobian != "unrolled" and chi0 is not None:
+        padded = None if track is None else _pad_track(track, samples.y.shape[0])
+        out, first, unfinished, sel, ends = _warm_eval(act0, order, float(alpha), samples, act.c, chi0, n_newton,
+                                                       jacobian, padded)
+        if track is not None:
+            track_out = (track[0], np.asarray(ends)[:track[0].size])
+        if bool(unfinished):
+            x = _presolve(act0, order, samples, act.c, n_newton, False, first=first)
+            if sel is not None:
+                x = _select_tracked_jit(act0, order, samples, act.c, x, sel)
+            out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, False, None, x)
+    elif jacobian != "unrolled":
+        x = _presolve(act0, order, samples, act.c, n_newton, bool(multistart), chi0)
+        if multistart:
+            track_out = _track_from_ends(x)
+        out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, bool(multistart), None, x)
+    else:
+        out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, bool(multistart), chi0, None)
+    hats, train, diag, chi, frob = out
     hats = np.asarray(hats, dtype=np.float64)
     mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = hats
     new = np.full(6, np.nan)
@@ -636,8 +754,8 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
         V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
         new = np.array([mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v])
     diag = np.asarray(diag)
-    at = at_eigenvalue(np.asarray(frob), float(order[2]), float(order[5]))
-    return MapValue(new, hats, float(train), *(float(t) for t in diag), at, chi)
+    at = at_eigenvalue(np.asarray(frob), float(order_np[2]), float(order_np[5]))
+    return MapValue(new, hats, float(train), *(float(t) for t in diag), at, chi, track_out)
 
 
 def replica_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
@@ -659,8 +777,8 @@ class ReplicaResult(NamedTuple):
     q_v)/(2 alpha)`` (the RS ground-state energy: the ERM minimiser is the branch with the lowest value);
     ``inner_unconverged`` / ``nonconvex`` / ``jump_*`` are the map's diagnostics (:class:`MapValue`) at the
     returned point, ``jacobian`` the V_hat estimator used, ``at`` the replicon eigenvalue (:func:`at_eigenvalue`;
-    RS stable iff < 1) at the returned point's input, ``chi`` the proximal points of the last evaluation (a warm start
-    for a nearby solve)."""
+    RS stable iff < 1) at the returned point's input, ``chi`` the proximal points of the last evaluation and
+    ``track`` its tracked minima (:func:`evaluate_map`), the warm start of a nearby solve."""
 
     order: Order
     train_loss: float
@@ -682,6 +800,7 @@ class ReplicaResult(NamedTuple):
     jacobian: str = ""
     at: float = math.nan
     chi: object = None
+    track: object = None
 
 
 def _check_args(alpha, lam_k, lam_v, damping):
@@ -702,10 +821,20 @@ def _feasible(x) -> np.ndarray | None:
     return x
 
 
+def _make_result(x, v, res, n, status, jac, alpha, lam_k, lam_v, branch) -> ReplicaResult:
+    """The :class:`ReplicaResult` of the point ``x`` with the map value ``v`` (its diagnostics)."""
+    o = Order(*(float(t) for t in x))
+    obj = v.train_loss + (lam_k * o.q_k + lam_v * o.q_v) / (2 * alpha)
+    return ReplicaResult(o, v.train_loss, res, n, status == "converged", branch, status, obj,
+                         v.inner_unconverged, v.nonconvex, float(alpha), float(lam_k), float(lam_v),
+                         v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se, jac, v.at, v.chi, v.track)
+
+
 def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
                   damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500, n_newton: int = 30,
                   method: str = "anderson", memory: int = 6, branch: str = "", multistart: bool | str = "verify",
-                  jacobian: str = "auto", warm_start: bool = True, chi0=None, history=None) -> ReplicaResult:
+                  jacobian: str = "auto", warm_start: bool = True, chi0=None, history=None,
+                  v0=None, track0=None) -> ReplicaResult:
     r"""Fixed point of the map F (:func:`evaluate_map`) from ``init`` (six numbers), to ``max|F(x) - x| < tol``.
 
     ``method="damped"``: ``x <- damping x + (1 - damping) F(x)``.
@@ -739,6 +868,14 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     solve; omega^k if None) instead of at omega^k: near convergence one or two Newton steps per sample instead of
     about ten. Multistart evaluations always start from :func:`_starts`.
 
+    ``track0``: tracked local minima (:func:`evaluate_map`, ``MapValue.track``; e.g. ``ReplicaResult.track`` of a
+    nearby solve) used with ``chi0`` by the single-start evaluations; each evaluation passes its advanced track to
+    the next, and a multistart verification that finds lower minima replaces it by its own.
+
+    ``v0``: the single-start map's value at ``init`` with the warm start ``chi0`` (:func:`evaluate_map` with
+    ``jacobian="implicit"``), when the caller has computed it (e.g. to check a continuation predictor); it is used
+    by the first estimator's attempt and not evaluated again.
+
     ``history``: Anderson's memory ``(dX, dG)`` carried in from a nearby solve and updated in place (see
     :func:`fixed_point`; continuation in alpha passes one pair along a branch). It is used by the first estimator's
     attempt only; memory 6 (the number of order parameters) with the carried history took the benchmark curve from
@@ -755,34 +892,30 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     if jacobian not in ("implicit", "unrolled", "stein", "auto"):
         raise ValueError(f"jacobian must be 'implicit', 'unrolled', 'stein' or 'auto', got {jacobian!r}")
 
-    def F_with(ms, jac, chi=None):
+    def F_with(ms, jac, chi=None, track=None):
         if ms or not warm_start:
             return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, ms)
-        last = [chi]
+        last = [chi, track if chi is not None else None]
 
         def F(x):
-            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, False, last[0])
+            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, False, last[0], last[1])
             if v.valid:
-                last[0] = v.chi
+                last[0], last[1] = v.chi, v.track
             return v
 
         return F
 
     def result(x, v, res, n, status, jac):
-        o = Order(*(float(t) for t in x))
-        obj = v.train_loss + (lam_k * o.q_k + lam_v * o.q_v) / (2 * alpha)
-        return ReplicaResult(o, v.train_loss, res, n, status == "converged", branch, status, obj,
-                             v.inner_unconverged, v.nonconvex, float(alpha), float(lam_k), float(lam_v),
-                             v.jump_k, v.jump_k_se, v.jump_v, v.jump_v_se, jac, v.at, v.chi)
+        return _make_result(x, v, res, n, status, jac, alpha, lam_k, lam_v, branch)
 
-    def attempt(x, jac, budget, hist):
+    def attempt(x, jac, budget, hist, v_first=None):
         if multistart != "verify":
-            return fixed_point(F_with(bool(multistart), jac, chi0), x, _feasible, damping, tol, budget, method,
-                               memory, hist)
-        chi, n = chi0, 0
+            return fixed_point(F_with(bool(multistart), jac, chi0, track0), x, _feasible, damping, tol, budget,
+                               method, memory, hist, v_first if not multistart else None)
+        chi, track, n = chi0, track0, 0
         for _ in range(VERIFY_ROUNDS):
-            x, v, res, n1, status = fixed_point(F_with(False, jac, chi), x, _feasible, damping, tol, budget - n,
-                                                method, memory, hist)
+            x, v, res, n1, status = fixed_point(F_with(False, jac, chi, track), x, _feasible, damping, tol,
+                                                budget - n, method, memory, hist, v_first)
             n += n1
             if status != "converged":
                 return x, v, res, n, status
@@ -794,7 +927,12 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
             res = float(np.max(np.abs(v.order - x)))
             if res < tol:
                 return v.order, v, res, n, "converged"
-            chi = v.chi  # some samples have a lower minimum: follow it
+            # some samples have a lower minimum: follow it. The multistart value at x is also the single-start
+            # map's value there when warm-started at its proximal points, so the next round starts from it; the
+            # stored secant pairs describe the map before the switch, so Anderson's memory starts afresh
+            chi, track, v_first = v.chi, v.track, v
+            if hist is not None:
+                hist[0].clear(), hist[1].clear()
         x2, v2, res, n2, status = fixed_point(F_with(True, jac), x, _feasible, damping, tol, max(budget - n, 1),
                                               method, memory, hist)
         return x2, v2, res, n + n2, status
@@ -803,9 +941,9 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     if x is None:
         raise ValueError(f"initial order parameters need V_k, V_v > 0 and finite values, got {tuple(init)}")
     if jacobian != "auto":
-        return result(*attempt(x, jacobian, max_iter, history), jacobian)
+        return result(*attempt(x, jacobian, max_iter, history, v0 if jacobian == "implicit" else None), jacobian)
     first = min(max_iter, AUTO_IMPLICIT_BUDGET)
-    out = attempt(x, "implicit", first, history)
+    out = attempt(x, "implicit", first, history, v0)
     if out[4] == "converged" or first >= max_iter:
         return result(*out, "implicit")
     if history is not None:  # the implicit map's secant information does not describe Stein's
@@ -815,8 +953,9 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
 
 
 def fixed_point(F, x, feasible, damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500,
-                method: str = "anderson", memory: int = 6, history=None):
-    """Safeguarded Anderson (or damped) iteration for ``x = F(x).order`` (see :func:`solve_replica`).
+                method: str = "anderson", memory: int = 6, history=None, v0=None):
+    """Safeguarded Anderson (or damped) iteration for ``x = F(x).order`` (see :func:`solve_replica`). ``v0``: the
+    value F(x) at the start, when the caller has it already (it is then not evaluated again nor counted).
 
     ``F(x)`` returns an object with ``.order`` (the new point, NaN where undefined) and ``.valid``; ``feasible(x)``
     projects a trial point onto the admissible set or returns None. Returns ``(x, F(x), residual, evaluations,
@@ -826,8 +965,7 @@ def fixed_point(F, x, feasible, damping: float = 0.5, tol: float = 1e-8, max_ite
     updated in place. Continuation passes one pair along a curve: the secant information of the previous point's
     last steps approximates the Jacobian at the next point, so the first step there is already quasi-Newton
     instead of a damped step (the safeguards below clear it if it misleads)."""
-    v = F(x)
-    n_eval = 1
+    v, n_eval = (F(x), 1) if v0 is None else (v0, 0)
     if not v.valid:
         return x, v, math.inf, n_eval, "bad_start"
     beta = 1.0 - damping
@@ -889,17 +1027,18 @@ def continue_in_lambda(act: Activation, alpha: float, lam_k: float, lam_v: float
                        lam_start: float = 1.0, per_decade: int = 2, **kw) -> list[ReplicaResult]:
     """Continuation in lambda at fixed alpha: solve at ``lam_start`` (or at the target if it is larger), then along
     a geometric path down to (lam_k, lam_v) (both scaled together), each solve started at the previous fixed
-    point (its proximal points as the inner warm start). Stops at the first point that does not converge. Returns
+    point (its proximal points and tracked minima as the inner warm start). Stops at the first point that does not
+    converge. Returns
     every point's result (the last is the target if all converged)."""
     path = lambda_path(min(lam_k, lam_v), lam_start, per_decade)
     scale = [p / min(lam_k, lam_v) for p in path]
-    out, x, chi = [], init, None
+    out, x, chi, track = [], init, None, None
     for s in scale:
-        r = solve_replica(act, alpha, lam_k * s, lam_v * s, samples, x, chi0=chi, **kw)
+        r = solve_replica(act, alpha, lam_k * s, lam_v * s, samples, x, chi0=chi, track0=track, **kw)
         out.append(r)
         if not r.converged:
             break
-        x, chi = tuple(r.order), r.chi  # the proximal points: the next solve's inner warm start
+        x, chi, track = tuple(r.order), r.chi, r.track  # proximal points, tracked minima: the next warm start
     return out
 
 
@@ -925,6 +1064,47 @@ def secant_predictor(points, params, target):
     return tuple(x) if x is not None else tuple(x1)
 
 
+def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, samples: FrozenSamples, init,
+                      chi0=None, track0=None, branch: str = "", history=None, prior=(),
+                      **kw) -> list[ReplicaResult]:
+    r"""Continuation in alpha from ``init`` (six numbers, the start of the first point), each point solved by
+    :func:`solve_replica` (``kw`` are its options). Stops after the first point that did not converge (it is then
+    the last result).
+
+    Each later point starts at the secant prediction from the last two converged points (:func:`secant_predictor`;
+    ``prior``: converged ``(order, alpha)`` pairs before the first point, to seed it), with the previous point's
+    proximal points (``chi0`` for the first) and tracked minima (``track0``, see :func:`evaluate_map`) as the inner
+    warm start and Anderson's memory carried along (``history``). A prediction is checked before it is used: if its
+    residual |F(x) - x| exceeds its own step from the last point, it is worse than no prediction (seen after a
+    point where minimisers switched: a residual of 3 where 6e-3 is typical) and the last point is the start
+    instead; the map value computed for the check is reused by the solver. ``n_iter`` counts every evaluation."""
+    alphas = tuple(float(a) for a in alphas)
+    hist = history if history is not None else ([], [])
+    multistart = kw.get("multistart", "verify")
+    n_newton = kw.get("n_newton", 30)
+    check = kw.get("jacobian", "auto") in ("auto", "implicit") and multistart in (False, "verify")
+    warm = kw.get("warm_start", True)
+    done, at = [tuple(p[0]) for p in prior], [float(p[1]) for p in prior]
+    chi, track = chi0, track0
+    results: list[ReplicaResult] = []
+    for alpha in alphas:
+        x, v, spent = (tuple(init), None, 0) if not done else (secant_predictor(done, at, alpha), None, 0)
+        if len(done) >= 2 and check:
+            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, "implicit", False,
+                             chi if warm else None, track if warm else None)
+            step = float(np.max(np.abs(np.asarray(x) - np.asarray(done[-1]))))
+            if not (v.valid and float(np.max(np.abs(v.order - np.asarray(x)))) <= step):
+                x, v, spent = done[-1], None, 1
+        r = solve_replica(act, alpha, lam_k, lam_v, samples, x, chi0=chi, track0=track, history=hist,
+                          branch=branch, v0=v, **kw)
+        r = r._replace(n_iter=r.n_iter + spent + (v is not None))
+        results.append(r)
+        if not r.converged:
+            break
+        done, at, chi, track = done + [tuple(r.order)], at + [alpha], r.chi, r.track
+    return results
+
+
 class BranchCurve(NamedTuple):
     """Per-branch results along alpha (``results[branch][i]`` at ``alphas[i]``, the last point of the lambda
     continuation) and, per alpha, the selected branch: the converged one with the lowest training objective."""
@@ -947,25 +1127,21 @@ def replica_curve(act: Activation, alphas, lam_k: float, lam_v: float, samples: 
         raise ValueError(f"every alpha must be > 0, got {alphas}")
     results = {}
     for name, init in starts.items():
-        rs, x, done, at, chi, hist = [], None, [], [], None, ([], [])
-        for alpha in alphas:
-            if x is None:
-                r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade,
-                                       branch=name, **kw)[-1]
-            else:
-                r = solve_replica(act, alpha, lam_k, lam_v, samples, secant_predictor(done, at, alpha), branch=name,
-                                  chi0=chi, history=hist, **kw)
-                if not r.converged:
-                    r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade,
-                                           branch=name, **kw)[-1]
+        rs = []
+        while len(rs) < len(alphas):
+            alpha = alphas[len(rs)]
+            r = continue_in_lambda(act, alpha, lam_k, lam_v, samples, init, lam_start, per_decade, branch=name,
+                                   **kw)[-1]
             if r.converged and (r.lam_k != lam_k or r.lam_v != lam_v):
                 r = r._replace(converged=False, status="continuation_stopped")
             rs.append(r)
-            x = tuple(r.order) if r.converged else None
-            done, at = (done + [x], at + [alpha]) if r.converged else ([], [])
-            chi = r.chi if r.converged else None
-            if not r.converged:
-                hist = ([], [])
+            if not r.converged or len(rs) == len(alphas):
+                continue
+            seg = continue_in_alpha(act, alphas[len(rs):], lam_k, lam_v, samples, tuple(r.order), chi0=r.chi,
+                                    track0=r.track, branch=name, prior=[(tuple(r.order), alpha)], **kw)
+            # a point of the segment that did not converge is solved again from the branch start with lambda
+            # continuation (the loop's next pass)
+            rs.extend(seg if seg[-1].converged else seg[:-1])
         results[name] = rs
     selected = []
     for i in range(len(alphas)):

@@ -71,8 +71,9 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     for a, name in enumerate(activations):
         act = activation(name)
         c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
-        # per (lambda, set): the last converged fixed point (start of the next alpha) and its proximal points; a
-        # lambda without one yet starts from the next larger lambda's fixed point at this alpha (continuation)
+        # per (lambda, set): the last converged fixed point (start of the next alpha), its proximal points and
+        # tracked minima (solve_replica's chi0, track0); a lambda without one yet starts from the next larger
+        # lambda's fixed point at this alpha (continuation)
         informed = (c0, c0 * c0, 1.0, 1.0, 1.0, 1.0)
         starts = [[None] * n_sets for _ in range(n_g)]
         chis = [[None] * n_sets for _ in range(n_g)]
@@ -84,13 +85,13 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                     x0, c_0 = starts[g][s], chis[g][s]
                     if x0 is None:
                         prev = by_g[-1][0][s] if by_g else None
-                        x0, c_0 = (tuple(prev.order), prev.chi) if prev is not None and prev.converged else (informed,
-                                                                                                             None)
-                    r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0)
+                        x0, c_0 = ((tuple(prev.order), (prev.chi, prev.track)) if prev is not None and prev.converged
+                                   else (informed, (None, None)))
+                    r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0[0], track0=c_0[1])
                     rs.append(r)
                     grid_conv[a, i, g, s], grid_at[a, i, g, s] = r.converged, r.at
                     if r.converged:
-                        starts[g][s], chis[g][s] = tuple(r.order), r.chi
+                        starts[g][s], chis[g][s] = tuple(r.order), (r.chi, r.track)
                     o = r.order
                     if r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2:
                         # common random numbers across sets and lambdas: the spread is the sets' error
@@ -236,20 +237,20 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
         for j, jac in enumerate(jacobians):
             for b, name in enumerate(branches):
                 for s in range(n_sets):
-                    x, chi = starts[name], None
+                    x, chi, track = starts[name], None, None
                     for m, lam in enumerate(lams):
                         if x is None:  # the path broke at a larger lambda: no start on this branch
                             status[i, m, j, b, s] = "continuation_stopped"
                             continue
                         r = solve_replica(act, alpha, lam, lam, sets[s], x, tol=tol, max_iter=max_iter,
-                                          branch=name, jacobian=jac, chi0=chi)
+                                          branch=name, jacobian=jac, chi0=chi, track0=track)
                         idx = (i, m, j, b, s)
                         order[idx], res[idx], obj[idx], train[idx] = r.order, r.residual, r.objective, r.train_loss
                         ncvx[idx], inner[idx], n_iter[idx], conv[idx] = (r.nonconvex, r.inner_unconverged,
                                                                          r.n_iter, r.converged)
                         status[idx], at_ev[idx] = r.status, r.at
                         jump[idx] = [getattr(r, f) for f in _JUMP]
-                        x, chi = (tuple(r.order), r.chi) if r.converged else (None, None)
+                        x, chi, track = (tuple(r.order), r.chi, r.track) if r.converged else (None, None, None)
                         if r.converged:
                             o = r.order
                             test[idx], test_se[idx] = overlap_risk(jax.random.fold_in(k_risk, 100 * i + m), act,
