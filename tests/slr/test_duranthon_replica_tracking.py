@@ -105,10 +105,10 @@ def test_warm_newton_loops_stop_at_round_off(low_alpha):
     kept stepping at |grad J| ~ 1e-10 until the step cap)."""
     import dataclasses
 
-    from attnlab.slr.replica import _warm_eval
+    from attnlab.slr.replica import PRESOLVE_STEPS, _loop_from_starts
 
     s, r = low_alpha
     o = jnp.asarray(r.order)
-    out, first, unfinished, _, _ = _warm_eval(dataclasses.replace(ACT, c=0.0), o, 0.5, s, 0.0, r.chi, 30, "implicit")
-    assert not bool(unfinished)
-    assert int(np.max(np.asarray(first[1]))) <= 2
+    _, i, _, active = _loop_from_starts(dataclasses.replace(ACT, c=0.0), o, s, 0.0, PRESOLVE_STEPS, 30, False, r.chi)
+    assert not np.any(np.asarray(active))
+    assert int(np.max(np.asarray(i))) <= 2

@@ -429,7 +429,6 @@ def _loop_active(act, om_k, om_v, samples: FrozenSamples, c, V_k, V_v, x, i, mov
 
 
 PRESOLVE_STEPS = 3  # Newton steps per round of _presolve; after each round the unfinished pairs are gathered
-WARM_STEPS = 3  # Newton steps of the first round of a warm-started evaluation (_warm_eval)
 
 
 BUCKET_GROWTH = 4  # batch sizes of _loop_round: 16 * 4^j (each size is one XLA compilation of about 1 s)
@@ -458,16 +457,14 @@ def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30,
                                           idx, n_newton, PRESOLVE_STEPS))
 
 
-def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None, first=None):
+def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None):
     """The Newton loops of every (sample, start) pair, as in :func:`_prox_all` but without running the whole batch
     until its slowest member stops: rounds of PRESOLVE_STEPS steps, after each of which the unfinished pairs are
     gathered into a smaller batch (padded to 16 * 4^j, to bound recompilation, :func:`_bucket`; see
     :func:`compile_buckets`). Per pair the step sequence is the same as in one long loop. Returns the loops' end
-    points (n, S, L). ``first``: the state ``(x, i, moved, active)`` after the first round, when already computed
-    (:func:`_warm_eval`)."""
-    if first is None:
-        first = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton, multistart, chi0)
-    x, i, moved, active = first
+    points (n, S, L)."""
+    x, i, moved, active = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton,
+                                            multistart, chi0)
     total = x.shape[0] * x.shape[1]
     active = np.asarray(active)
     while True:
@@ -536,31 +533,14 @@ def _pad_track(track, n: int):
     return jnp.asarray(idx[pad]), jnp.asarray(np.asarray(starts)[pad])
 
 
+@partial(jax.jit, static_argnames=("act", "n_newton"))
 def _advance_tracked(act, order, samples: FrozenSamples, c, n_newton: int, rows, starts):
-    """Warm Newton loops (to the end, in the calling program: a few dozen samples) from every tracked start:
-    the selection ``(rows, points, J)`` of each tracked sample's lowest end point, and the end points."""
+    """Warm Newton loops (to the end, in one program: a few dozen samples) from every tracked start: the selection
+    ``(rows, points, J)`` of each tracked sample's lowest end point, and the end points."""
     sub = FrozenSamples(*(a[rows] for a in samples))
     x, _, _, _ = _loop_from_starts(act, order, sub, c, n_newton, n_newton, False, starts)
     xs, Js = _lowest(act, order, sub, c, x)
     return (rows, xs, Js), x
-
-
-@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian"))
-def _warm_eval(act, order, alpha, samples: FrozenSamples, c, chi0, n_newton: int, jacobian: str, track=None):
-    """A warm-started single-start map evaluation in one compiled program: the first round of :func:`_presolve`
-    (PRESOLVE_STEPS Newton steps from ``chi0``) and :func:`_hats` at its end points, plus whether some loop is
-    unfinished. From a warm start (the previous evaluation's proximal points) the loops usually finish within the
-    round; then this is exactly the evaluation of :func:`evaluate_map` (the same steps, the same end points), in one
-    dispatch instead of two and without the host round trip between them. Otherwise the caller resumes the
-    gathered rounds from the returned state and recomputes the hats."""
-    first = _loop_from_starts(act, order, samples, c, min(WARM_STEPS, n_newton), n_newton, False, chi0)
-    sel = ends = None
-    x = first[0]
-    if track is not None:  # (rows, starts) of :func:`_pad_track`
-        sel, ends = _advance_tracked(act, order, samples, c, n_newton, *track)
-        x = _select_tracked(act, order, samples, c, x, sel)
-    out = _hats(act, order, alpha, samples, c, n_newton, jacobian, False, None, x)
-    return out, first, jnp.any(first[3]), sel, ends
 
 
 @partial(jax.jit, static_argnames=("act", "n_newton", "jacobian", "multistart"))
@@ -739,16 +719,13 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
     act0, order = dataclasses.replace(act, c=0.0), jnp.asarray(order_np)
     out = track_out = None
     if jacobian != "unrolled" and chi0 is not None:
-        padded = None if track is None else _pad_track(track, samples.y.shape[0])
-        out, first, unfinished, sel, ends = _warm_eval(act0, order, float(alpha), samples, act.c, chi0, n_newton,
-                                                       jacobian, padded)
+        x = _presolve(act0, order, samples, act.c, n_newton, False, chi0)
         if track is not None:
+            sel, ends = _advance_tracked(act0, order, samples, act.c, n_newton,
+                                         *_pad_track(track, samples.y.shape[0]))
             track_out = (track[0], np.asarray(ends)[:track[0].size])
-        if bool(unfinished):
-            x = _presolve(act0, order, samples, act.c, n_newton, False, first=first)
-            if sel is not None:
-                x = _select_tracked_jit(act0, order, samples, act.c, x, sel)
-            out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, False, None, x)
+            x = _select_tracked_jit(act0, order, samples, act.c, x, sel)
+        out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, False, None, x)
     elif jacobian != "unrolled":
         x = _presolve(act0, order, samples, act.c, n_newton, bool(multistart), chi0)
         if multistart:
