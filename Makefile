@@ -21,12 +21,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/attnlab reproduce --quick --out results
 
-# ATTNLAB_JAX_CACHE_MIN_S: the test suite caches only programs that took 0.3 s or more to compile. Every cache
-# write serialises an executable, and one serialisation in thousands aborted inside XLA:CPU (2026-11-23, a clean run
-# of this target: "Fatal Python error: Aborted" in executable.serialize(), after which pytest-xdist hung); short
-# compilations gain nothing from the cache anyway.
 test: $(VENV)/.installed-test
-	ATTNLAB_JAX_CACHE_MIN_S=$${ATTNLAB_JAX_CACHE_MIN_S:-0.3} $(PY) -m pytest -q -n 2 --dist loadfile --durations=30
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench
