@@ -508,20 +508,16 @@ def _lowest(act, order, samples: FrozenSamples, c, ends):
     return jnp.take_along_axis(ends, b[:, None, None], 1)[:, 0], jnp.take_along_axis(J, b[:, None], 1)[:, 0]
 
 
+@partial(jax.jit, static_argnames=("act",))
 def _select_tracked(act, order, samples: FrozenSamples, c, x, sel):
     """The single-start end points ``x`` (n, 1, L) with the rows ``sel[0]`` replaced by ``sel[1]`` (m, L) where
-    that has the lower J (traced inside the compiled evaluations)."""
+    that has the lower J."""
     idx, xs, Js = sel
     om_k, om_v, _, _ = _omegas(order, samples)
     V_k, V_v = order[2], order[5]
     Jm = jax.vmap(lambda ok, ov, y, m, z: _objective(act, z, ok, ov, y, m, V_k, V_v, c))(
         om_k[idx], om_v[idx], samples.y[idx], samples.mask[idx], x[idx, 0])
     return x.at[idx, 0].set(jnp.where((Js < Jm)[:, None], xs, x[idx, 0]))
-
-
-@partial(jax.jit, static_argnames=("act",))
-def _select_tracked_jit(act, order, samples: FrozenSamples, c, x, sel):
-    return _select_tracked(act, order, samples, c, x, sel)
 
 
 def _pad_track(track, n: int):
@@ -724,7 +720,7 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
             sel, ends = _advance_tracked(act0, order, samples, act.c, n_newton,
                                          *_pad_track(track, samples.y.shape[0]))
             track_out = (track[0], np.asarray(ends)[:track[0].size])
-            x = _select_tracked_jit(act0, order, samples, act.c, x, sel)
+            x = _select_tracked(act0, order, samples, act.c, x, sel)
         out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, False, None, x)
     elif jacobian != "unrolled":
         x = _presolve(act0, order, samples, act.c, n_newton, bool(multistart), chi0)
