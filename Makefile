@@ -22,10 +22,10 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/attnlab reproduce --quick --out results
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30
+	$(PY) tools/run_tests.py -q -n 2 --dist loadfile --durations=30
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench tools
 
 bench: $(VENV)/.installed
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -1,0 +1,50 @@
+"""tools/run_tests.py: a run that lost a worker to a native crash is repeated once; ordinary failures are not."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "run_tests.py"
+
+CRASH_ONCE = """
+import os, pathlib
+def test_a():
+    pass
+def test_crashes_the_first_time():
+    flag = pathlib.Path(__file__).with_name("crashed.flag")
+    if not flag.exists():
+        flag.write_text("1")
+        os.abort()  # a native crash of the worker, as XLA's segfaults are
+"""
+
+FAILS = """
+import pathlib
+def test_fails():
+    runs = pathlib.Path(__file__).with_name("runs.txt")
+    runs.write_text(runs.read_text() + "x" if runs.exists() else "x")
+    assert False
+"""
+
+
+def _run(tmp_path, source):
+    (tmp_path / "test_case.py").write_text(source)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return subprocess.run([sys.executable, str(SCRIPT), "-q", "-n", "2", "-p", "no:cacheprovider", "-p",
+                           "no:randomly", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_crashed_worker_ends_the_run_at_once_and_the_suite_runs_again(tmp_path):
+    out = _run(tmp_path, CRASH_ONCE)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "a test worker crashed" in out.stdout
+    assert out.stdout.count("+ -m pytest") == 2
+    assert "2 passed" in out.stdout.splitlines()[-1]
+
+
+def test_an_ordinary_failure_is_not_retried(tmp_path):
+    out = _run(tmp_path, FAILS)
+    assert out.returncode == 1
+    assert (tmp_path / "runs.txt").read_text() == "x"
+    assert "a test worker crashed" not in out.stdout
