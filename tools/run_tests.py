@@ -2,12 +2,14 @@
 
     python tools/run_tests.py [extra pytest arguments]
 
-Why: on the 2-core development machines, clean-clone runs of the suite sometimes lose a pytest-xdist worker to a
-segmentation fault inside XLA's CPU compiler (``backend_compile_and_load``) or its executable serialisation
-(``executable.serialize()`` while writing the persistent compilation cache): native crashes in jaxlib, at random
-places in the suite, not reproducible in isolation and not tied to one test. Worse, after such a crash
-pytest-xdist's ``--dist loadfile`` scheduler replaced the worker and then waited forever (both workers idle), so a
-crash turned into a CI timeout. This script
+Why: clean-clone runs of the suite on the 2-core development machines lost a pytest-xdist worker to a segmentation
+fault or abort inside XLA's CPU compiler (``backend_compile_and_load``) or its executable serialisation
+(``executable.serialize()``), at random places late in the suite, or failed a test with "LLVM compilation error:
+Cannot allocate memory". The cause: a worker's memory mappings (XLA's JIT gives every kernel of every compiled
+program its own) grew past the kernel's limit ``vm.max_map_count``. ``tests/conftest.py`` now drops compiled
+programs between tests once a worker holds half of the limit (:mod:`attnlab.compiled`), which removes the cause;
+this script stays as a safety net. After such a crash, pytest-xdist's ``--dist loadfile`` scheduler replaced the
+worker and then waited forever (both workers idle), so a crash turned into a CI timeout. This script
 
 * runs pytest with ``--max-worker-restart=0``, so a crashed worker ends the run at once instead of hanging it;
 * if, and only if, the run failed because a worker crashed (xdist's "crashed" report; ordinary test failures and
@@ -47,7 +49,7 @@ def main(argv: list[str]) -> int:
         if rc == 0 or not crashed:
             return rc
         if attempt < ATTEMPTS:
-            print(f"run_tests: a test worker crashed (native crash in XLA, see tools/run_tests.py); running the "
+            print(f"run_tests: a test worker crashed (a native crash, see tools/run_tests.py); running the "
                   f"suite again ({attempt + 1} of {ATTEMPTS})", flush=True)
     return rc
 
