@@ -30,9 +30,8 @@ def test_fails():
 def _run(tmp_path, source):
     (tmp_path / "test_case.py").write_text(source)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    return subprocess.run([sys.executable, str(SCRIPT), "-q", "-n", "2", "-p", "no:cacheprovider", "-p",
-                           "no:randomly", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, str(SCRIPT), "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_crashed_worker_ends_the_run_at_once_and_the_suite_runs_again(tmp_path):
