@@ -23,3 +23,23 @@ def test_this_process_reports_its_mappings_and_the_limit():
     n = compiled.mapping_count()
     assert n is None or 10 < n < compiled.max_mappings()
     assert compiled.max_mappings() >= 1000
+
+
+def test_every_preset_run_first_checks_the_mappings(tmp_path, monkeypatch):
+    import xarray as xr
+
+    import attnlab.store as store
+    from attnlab.config import ExperimentConfig
+    from attnlab.presets import Preset
+
+    calls = []
+    monkeypatch.setattr(store, "release_compiled_programs", lambda: calls.append("release"))
+
+    def run(config, key, progress=None):
+        calls.append("run")
+        return xr.Dataset({"x": ("i", [1.0, 2.0])})
+
+    preset = Preset("tiny", "none", "none", "-", "a preset of one array", ExperimentConfig, run,
+                    lambda ds, cfg: ({}, []), lambda ds, cfg: {})
+    store.run_preset(preset, ExperimentConfig(), 0, quick=True, out_dir=tmp_path / "run")
+    assert calls == ["release", "run"]

@@ -11,8 +11,9 @@ worker), at random places late in the suite.
 
 :func:`release_compiled_programs` drops JAX's compiled programs (``jax.clear_caches()``; arrays are untouched, the
 programs are compiled again, or loaded from the persistent cache, when next called) once the process holds more than
-``fraction`` of the limit. The test suite calls it before every test, :func:`attnlab.sweep.run_task` before every
-task (``attnlab reproduce`` runs every preset in a few worker processes). Linux only; elsewhere it does nothing.
+``fraction`` of the limit. The test suite calls it before every test, :func:`attnlab.store.run_preset` before every
+preset run (``attnlab reproduce`` runs every preset in a few Dask worker processes; a notebook may run many). Linux
+only; elsewhere it does nothing.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 
 from attnlab import interrupt
+from attnlab.compiled import release_compiled_programs
 from attnlab.config import ExperimentConfig, config_hash
 from attnlab.errors import AttnlabError
 from attnlab.plot import save_figure
@@ -104,6 +105,7 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         raise AttnlabError(f"{run_dir} holds a finished run of a different config (use --force to replace it)")
     tmp = _prepare(run_dir, force)
     try:
+        release_compiled_programs()  # a process may run many presets (Dask workers, notebooks): attnlab.compiled
         t0 = time.perf_counter()
         ds = preset.run(config, jax.random.key(seed), progress)
         metrics, checks = preset.summarize(ds, config)

@@ -102,11 +102,8 @@ def sweep_dir_name(preset: str, grid: dict[str, list[Any]], seeds: list[int], qu
 def run_task(task: Task, root: str) -> dict[str, Any]:
     """Run one task into ``root/PRESET/HASH`` (reusing a finished run). Runs on a worker; never raises."""
     try:
-        from attnlab.compiled import release_compiled_programs
         from attnlab.presets import get_preset
         from attnlab.store import run_preset
-
-        release_compiled_programs()  # a worker runs many tasks: stay below the kernel's limit on memory mappings
 
         preset = get_preset(task.preset)
         base = {**preset.defaults, **(preset.quick if task.quick else {})}
