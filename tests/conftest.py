@@ -10,7 +10,6 @@ def _release_compiled_programs():
     """A test worker compiles thousands of programs, each holding memory mappings: past the kernel's limit, XLA's
     JIT fails or crashes (see :mod:`attnlab.compiled`). Drop compiled programs between tests once past half of it."""
     release_compiled_programs()
-    yield
 
 
 @pytest.fixture
