@@ -261,13 +261,13 @@ def test_presolve_ends_when_the_activity_test_disagrees_with_the_loop(monkeypatc
     s = frozen_samples(jax.random.key(2), "spiked", 5.0, 2, 300)
     order = (1.0, 1.5, 0.5, 0.8, 0.8, 0.5)
     want = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
-    loop_round = R._loop_round
+    advance = R._advance_block
 
     def always_active(*args, **kwargs):
-        x, i, moved, active = loop_round(*args, **kwargs)
-        return x, i, moved, jnp.ones_like(active)
+        x, i, moved, active, J, g = advance(*args, **kwargs)
+        return x, i, moved, jnp.ones_like(active), J, g
 
-    monkeypatch.setattr(R, "_loop_round", always_active)
+    monkeypatch.setattr(R, "_advance_block", always_active)
     got = R.evaluate_map(activation("softmax"), order, 4.0, 1.0, 1.0, s)
     assert np.array_equal(np.asarray(got.chi), np.asarray(want.chi)) and np.array_equal(got.order, want.order)
 

@@ -105,10 +105,12 @@ def test_warm_newton_loops_stop_at_round_off(low_alpha):
     kept stepping at |grad J| ~ 1e-10 until the step cap)."""
     import dataclasses
 
-    from attnlab.slr.replica import PRESOLVE_STEPS, _loop_from_starts
+    from attnlab.slr.replica import _host, _omegas_np, _presolve
 
     s, r = low_alpha
-    o = jnp.asarray(r.order)
-    _, i, _, active = _loop_from_starts(dataclasses.replace(ACT, c=0.0), o, s, 0.0, PRESOLVE_STEPS, 30, False, r.chi)
-    assert not np.any(np.asarray(active))
-    assert int(np.max(np.asarray(i))) <= 2
+    h = _host(s)
+    om_k, om_v, _, _ = _omegas_np(r.order, h)
+    ends = _presolve(dataclasses.replace(ACT, c=0.0), r.order[2], r.order[5], 0.0, (om_k, om_v, h.y, h.mask),
+                     np.asarray(r.chi)[:, None], 30, max_rounds=1)
+    assert not np.any(ends.active)
+    assert int(np.max(ends.steps)) <= 2

@@ -17,7 +17,9 @@ problem is non-convex for a few per cent of the samples, where one start from om
 (tested against a brute-force grid). Inside a fixed-point solve the single-start evaluations are warm-started at the
 previous evaluation's proximal points, and the batch of Newton loops is run in rounds of a few steps, gathering the
 unfinished (sample, start) pairs after each round (:func:`_presolve`), so that the slowest sample no longer sets the
-cost of the whole batch.
+cost of the whole batch. Every compiled program of the inner solver runs on blocks of a few fixed sizes
+(:func:`_blocks`), so a new number of samples or starts costs no compilation; the integrals over the samples are
+reduced on the host (:func:`_reduce_hats`).
 
 V_hat integrand. "implicit": the implicit function theorem at the proximal point; "unrolled": forward mode through
 the Newton steps (equal to implicit once converged); "stein": Stein's lemma ``E[sum_l df_l/domega_l] =
@@ -320,25 +322,21 @@ def _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, i0, moved0, n_
     return i, x, moved
 
 
-def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None, presolved=None):
-    """Every start of the inner problem run to a local minimum: (points (S, L), values (S,), max|grad| (S,)).
-    ``presolved`` (S, L): the Newton loops' end points, already computed (:func:`_presolve`); only the final full
-    Newton step is taken here."""
+def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None):
+    """Every start of the inner problem run to a local minimum in one program: (points (S, L), values (S,), max|grad|
+    (S,)). Used by the "unrolled" V_hat and the tests; map evaluations run the loops in blocks (:func:`_presolve`) and
+    the final step in :func:`_channel_block`."""
     J, direction, _, _ = _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c)
 
     def run(x0):
-        # under vmap the loop runs until every sample has stopped (hence _presolve for large batches)
-        if presolved is None:
-            _, x, _ = _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, 0, True, n_newton)
-        else:
-            x = x0
+        _, x, _ = _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, 0, True, n_newton)
         # a final full Newton step, kept unless it raises J beyond round-off: at a converged minimum it leaves x in
         # place and makes forward-mode derivatives through the steps equal the implicit-function ones
         xn = x + direction(x)
         x = jnp.where(J(xn) <= J(x) + 1e-12 * (1.0 + jnp.abs(J(x))), xn, x)
         return x, J(x), jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
 
-    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart, chi0) if presolved is None else presolved)
+    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart, chi0))
 
 
 def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True, chi0=None):
@@ -350,23 +348,13 @@ def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=
     return xs[jnp.argmin(Js)]
 
 
-def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None, presolved=None):
+def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None):
     """chi_hat plus two per-sample flags: the inner problem did not converge (|grad J| > INNER_GTOL at chi_hat), and
-    it is non-convex here (another start ended at a different stationary point with a higher value).
-
-    With ``presolved`` end points of several starts, the lowest end is chosen first and only it takes the final
-    Newton step of :func:`_prox_all` (the others are compared at their loop ends, where |grad J| is at its round-off
-    floor): the multistart evaluation's hats cost about one start's instead of 2L + 1 starts' final steps."""
-    if presolved is None or presolved.shape[0] == 1:
-        xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0, presolved)
-        b = jnp.argmin(Js)
-        other = (jnp.max(jnp.abs(xs - xs[b]), axis=-1) > 1e-4) & (gs < INNER_GTOL)
-        return xs[b], gs[b] > INNER_GTOL, jnp.any(other)
-    J, _, _, gmax = _newton(act, omega_k, omega_v, y, mask, V_k, V_v, c)
-    b = jnp.argmin(jax.vmap(J)(presolved))
-    x, _, g = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, False, None, presolved[b][None])
-    other = (jnp.max(jnp.abs(presolved - x[0]), axis=-1) > 1e-4) & (jax.vmap(gmax)(presolved) < INNER_GTOL)
-    return x[0], g[0] > INNER_GTOL, jnp.any(other)
+    it is non-convex here (another start ended at a different stationary point with a higher value)."""
+    xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0)
+    b = jnp.argmin(Js)
+    other = (jnp.max(jnp.abs(xs - xs[b]), axis=-1) > 1e-4) & (gs < INNER_GTOL)
+    return xs[b], gs[b] > INNER_GTOL, jnp.any(other)
 
 
 def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True, chi0=None):
@@ -387,101 +375,203 @@ def _omegas(order, samples: FrozenSamples):
     return om_k, om_v, s_k, s_v
 
 
-@partial(jax.jit, static_argnames=("act", "n_cap", "n_newton", "multistart"))
-def _loop_from_starts(act, order, samples: FrozenSamples, c, n_cap: int, n_newton: int, multistart: bool,
-                      chi0=None):
-    """Every (sample, start) pair's Newton loop from its start (:func:`_starts`), capped at ``n_cap`` steps: the
-    loop states and which pairs are unfinished (n, S)."""
-    om_k, om_v, _, _ = _omegas(order, samples)
-    V_k, V_v = order[2], order[5]
-    st = jax.vmap(lambda ok, y, m, x0: _starts(ok, y, m, V_k, multistart, x0))(
-        om_k, samples.y, samples.mask, om_k if chi0 is None else chi0)
-    i0, moved0 = jnp.zeros((), jnp.int32), jnp.ones((), bool)  # fixed dtypes: one compiled _loop_round per size
-    loop = jax.vmap(jax.vmap(lambda ok, ov, y, m, x0: _newton_loop(act, ok, ov, y, m, V_k, V_v, c, x0, i0, moved0,
-                                                                   n_cap), (None, None, None, None, 0)))
-    i, x, moved = loop(om_k, om_v, samples.y, samples.mask, st)
-    return x, i, moved, _loop_active(act, om_k, om_v, samples, c, V_k, V_v, x, i, moved, n_newton)
+def _host(samples: FrozenSamples) -> FrozenSamples:
+    """The frozen samples as host (NumPy) arrays: the inner solver gathers and reduces them on the host."""
+    return FrozenSamples(*(np.asarray(a) for a in samples))
 
 
-@partial(jax.jit, static_argnames=("act", "n_newton", "n_more"))
-def _loop_round(act, order, samples: FrozenSamples, c, x, i, moved, rows, cols, n_newton: int, n_more: int):
-    """One round of :func:`_presolve`: the loops of the pairs (rows, cols) resumed for at most ``n_more`` further
-    steps (never beyond ``n_newton`` in all), written back; returns the new states and which pairs are unfinished."""
-    om_k, om_v, _, _ = _omegas(order, samples)
-    V_k, V_v = order[2], order[5]
-    loop = jax.vmap(lambda ok, ov, y, m, x, i, mv: _newton_loop(act, ok, ov, y, m, V_k, V_v, c, x, i, mv,
-                                                                 jnp.minimum(i + n_more, n_newton)))
-    ir, xr, mr = loop(om_k[rows], om_v[rows], samples.y[rows], samples.mask[rows], x[rows, cols], i[rows, cols],
-                      moved[rows, cols])
-    x, i, moved = x.at[rows, cols].set(xr), i.at[rows, cols].set(ir), moved.at[rows, cols].set(mr)
-    return x, i, moved, _loop_active(act, om_k, om_v, samples, c, V_k, V_v, x, i, moved, n_newton)
+def _omegas_np(order, s: FrozenSamples):
+    """:func:`_omegas` on host arrays: ``(omega^k, omega^v, s_k, s_v)``."""
+    m_k, q_k, _, m_v, q_v, _ = (float(t) for t in order)
+    s_k, s_v = math.sqrt(max(q_k - m_k**2, 0.0)), math.sqrt(max(q_v - m_v**2, 0.0))
+    return m_k * s.chi + s_k * s.xi_k, np.where(s.mask, m_v * s.zeta + s_v * s.xi_v, 0.0), s_k, s_v
 
 
-def _loop_active(act, om_k, om_v, samples: FrozenSamples, c, V_k, V_v, x, i, moved, n_newton: int):
-    """Whether each (sample, start) loop would take another step (n, S)."""
-
-    def one(ok, ov, y, m, x, i, mv):
-        _, _, _, gmax = _newton(act, ok, ov, y, m, V_k, V_v, c)
-        return (i < n_newton) & (gmax(x) > NEWTON_STOP) & mv
-
-    return jax.vmap(jax.vmap(one, (None, None, None, None, 0, 0, 0)))(om_k, om_v, samples.y, samples.mask, x, i,
-                                                                       moved)
+def _starts_np(om_k, y, mask, V_k: float, multistart: bool):
+    """:func:`_starts` for every sample at once, on host arrays: (n, S, L) with S = 2L + 1 (multistart) or 1."""
+    if not multistart:
+        return om_k[:, None]
+    L = om_k.shape[1]
+    delta = math.sqrt(V_k) * (1.0 + np.abs(y))
+    e = np.where(mask[:, None, :], np.eye(L)[None], 0.0) * delta[:, None, None]
+    return np.concatenate([om_k[:, None], om_k[:, None] + e, om_k[:, None] - e], axis=1)
 
 
 PRESOLVE_STEPS = 3  # Newton steps per round of _presolve; after each round the unfinished pairs are gathered
+BLOCKS = (256, 64, 16)  # the batch sizes for which the inner-solver programs are compiled (see _blocks)
 
 
-BUCKET_GROWTH = 4  # batch sizes of _loop_round: 16 * 4^j (each size is one XLA compilation of about 1 s)
+def _blocks(count: int) -> list[tuple[int, int]]:
+    """``(start, size)`` blocks covering ``count`` items: full blocks of ``BLOCKS[0]``, then the remainder in the
+    smallest block size that holds it (padded).
+
+    Every program of the inner solver (:func:`_advance_block`, :func:`_channel_block`) runs on blocks of these fixed
+    sizes, whatever the number of samples, of starts per sample or of unfinished pairs in a round: it is compiled
+    once per (activation, L, block size), three programs, instead of once per (samples, starts, batch size). On this
+    2-core CPU a block of 256 pairs costs the same per Newton step as one batch of 4096 (1.34 against 1.57 us per
+    pair-step), so the cut costs only the dispatches (about 0.2 ms each). Before (one program per shape), the replica
+    test file compiled 104 Newton-loop programs (about 145 s of its 195 s with the compile cache off)."""
+    big = BLOCKS[0]
+    out = [(start, big) for start in range(0, count - count % big, big)]
+    rest = count % big
+    if rest:
+        out.append((count - rest, min(b for b in BLOCKS if b >= rest)))
+    return out
 
 
-def _bucket(n: int, total: int) -> int:
-    """The padded batch size for ``n`` unfinished pairs: the smallest 16 * BUCKET_GROWTH^j >= n, at most ``total``.
-    Growth 4 instead of 2 cuts the compilations (69 -> 49 in the replica test file) for at most 4x padding on
-    the small late rounds, whose cost is negligible next to the first full-batch round."""
-    size = 16
-    while size < n:
-        size *= BUCKET_GROWTH
-    return min(size, total)
+def _pad(idx, size: int):
+    """Indices ``idx`` padded to ``size`` by repeating the first (the padding computes that item again)."""
+    return np.concatenate([idx, np.full(size - idx.size, idx[0])]) if idx.size < size else idx
+
+
+def _scalars(*values):
+    """Host float64 scalars: the traced scalar arguments of the block programs always have the same type (a Python
+    float is weakly typed and would compile a second program)."""
+    return tuple(np.float64(v) for v in values)
+
+
+@partial(jax.jit, static_argnames=("act",))
+def _advance_block(act, pairs, V_k, V_v, c, x, i, moved, cap, n_newton):
+    """One block of (sample, start) Newton loops (:func:`_newton_loop`), each resumed from its state ``(x, i, moved)``
+    until its step counter reaches ``cap`` (per pair) or it stops. ``pairs = (omega^k, omega^v, y, mask)`` of each
+    pair. Returns the new states, whether each loop would go on (only a loop that reached its cap below ``n_newton``
+    can), and J and max|grad J| at the new points."""
+    ok, ov, y, mask = pairs
+    i, x, moved = jax.vmap(lambda a, b, yy, m, xx, ii, mv, cp: _newton_loop(act, a, b, yy, m, V_k, V_v, c, xx, ii, mv,
+                                                                            cp))(ok, ov, y, mask, x, i, moved, cap)
+
+    def ends(a, b, yy, m, xx):
+        J, _, _, gmax = _newton(act, a, b, yy, m, V_k, V_v, c)
+        return J(xx), gmax(xx)
+
+    Jx, g = jax.vmap(ends)(ok, ov, y, mask, x)
+    return x, i, moved, (i < n_newton) & (g > NEWTON_STOP) & moved, Jx, g
+
+
+class _Ends(NamedTuple):
+    """End points of the Newton loops of ``_presolve`` (host arrays, leading shape (n, S)): points (n, S, L), J,
+    max|grad J|, steps taken, and which loops are unfinished (only when ``max_rounds`` stopped the rounds)."""
+
+    x: np.ndarray
+    J: np.ndarray
+    gmax: np.ndarray
+    steps: np.ndarray
+    active: np.ndarray
+
+
+def _presolve(act, V_k, V_v, c, pairs, starts, n_newton: int, max_rounds: int | None = None) -> _Ends:
+    """The Newton loops of every (sample, start) pair, from ``starts`` (n, S, L), for the samples' ``pairs =
+    (omega^k, omega^v, y, mask)`` (host arrays, leading dimension n): rounds of PRESOLVE_STEPS steps, after each of
+    which the unfinished pairs are gathered and cut into blocks (:func:`_blocks`), so that neither the slowest pair
+    sets the cost of the whole batch nor a new batch size costs a compilation. Per pair the step sequence is the
+    same as in one long loop. ``act`` has c = 0 (``c`` is passed as a number)."""
+    n, S, L = starts.shape
+    sample = np.repeat(np.arange(n), S)
+    ok, ov, y, mask = (a[sample] for a in pairs)
+    x = np.array(starts, dtype=np.float64).reshape(n * S, L)
+    i, moved = np.zeros(n * S, np.int32), np.ones(n * S, bool)
+    J, g, active = np.full(n * S, np.nan), np.full(n * S, np.nan), np.ones(n * S, bool)
+    V_k, V_v, c = _scalars(V_k, V_v, c)
+    cap_all, rounds = np.int32(n_newton), 0
+    while active.any() and (max_rounds is None or rounds < max_rounds):
+        idx = np.nonzero(active)[0]
+        calls = []
+        for start, size in _blocks(idx.size):  # dispatched one after the other, read back afterwards
+            sel = idx[start:start + size]
+            p = _pad(sel, size)
+            cap = np.minimum(i[p] + PRESOLVE_STEPS, n_newton).astype(np.int32)
+            calls.append((sel, _advance_block(act, (ok[p], ov[p], y[p], mask[p]), V_k, V_v, c, x[p], i[p], moved[p],
+                                              cap, cap_all)))
+        for sel, out in calls:
+            xb, ib, mb, ab, Jb, gb = (np.asarray(a)[:sel.size] for a in out)
+            # A pair whose loop took no step in this round has stopped by the loop's own test. The activity test is
+            # evaluated after the loop, whose round-off can put |grad J| on the other side of NEWTON_STOP = 1e-12:
+            # without this, such a pair was "active" forever and _presolve never returned (seen at lambda = 0.01 in
+            # duranthon-low-snr).
+            active[sel] = ab & (ib != i[sel])
+            x[sel], i[sel], moved[sel], J[sel], g[sel] = xb, ib, mb, Jb, gb
+        rounds += 1
+    return _Ends(x.reshape(n, S, L), J.reshape(n, S), g.reshape(n, S), i.reshape(n, S), active.reshape(n, S))
+
+
+def _lowest(ends: _Ends):
+    """Per sample, the end point with the lowest J: points (n, L) and values (n,)."""
+    b = np.argmin(ends.J, axis=1)
+    rows = np.arange(b.size)
+    return ends.x[rows, b], ends.J[rows, b]
+
+
+def _implicit_fields(act, ok, ov, y, mask, V_k, V_v, c, chi):
+    """Per-sample integrands at the proximal point ``chi``: f^k, f^v, r, the pointwise divergences sum_l df^a_l /
+    d omega^a_l by the implicit function theorem (``d chi_hat/d omega = -H^{-1} d(grad J)/d omega``), and the
+    Frobenius products of the channel Jacobian blocks for the replicon (:func:`at_eigenvalue`)."""
+    mm = mask[:, None] & mask[None, :]
+
+    def grad_J(x, o_k, o_v):
+        return jnp.where(mask, jax.grad(lambda x: _objective(act, x, o_k, o_v, y, mask, V_k, V_v, c))(x), 0.0)
+
+    def f_v(x, o_v):
+        w = act(x, mask, c)
+        return w * (y - w @ o_v) / (1 + V_v * (w @ w))
+
+    H = jnp.where(mm, jax.jacfwd(grad_J, 0)(chi, ok, ov), jnp.eye(chi.shape[0]))
+    dchi_k = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 1)(chi, ok, ov), 0.0))
+    dchi_v = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 2)(chi, ok, ov), 0.0))
+    # the Jacobian blocks J^{ac} = d f^a / d omega^c (L x L each; zero on padded tokens)
+    dfv_chi = jax.jacfwd(f_v, 0)(chi, ov)
+    eye = jnp.eye(chi.shape[0])
+    blocks = jnp.stack([jnp.stack([jnp.where(mm, dchi_k - eye, 0.0) / V_k, dchi_v / V_k]),
+                        jnp.stack([dfv_chi @ dchi_k, dfv_chi @ dchi_v + jax.jacfwd(f_v, 1)(chi, ov)])])
+    # Frobenius products P[a, c, b, d] = <J^{ac}, J^{bd}>_F (the replicon / AT operator, see at_eigenvalue)
+    frob = jnp.einsum("acij,bdij->acbd", blocks, blocks)
+    w = act(chi, mask, c)
+    r = (y - w @ ov) / (1 + V_v * (w @ w))
+    fk = jnp.where(mask, (chi - ok) / V_k, 0.0)
+    return (fk, w * r, r, jnp.sum(jnp.where(mask, jnp.diagonal(blocks[0, 0]), 0.0)),
+            jnp.sum(jnp.where(mask, jnp.diagonal(blocks[1, 1]), 0.0)), frob)
+
+
+@partial(jax.jit, static_argnames=("act",))
+def _channel_block(act, pairs, V_k, V_v, c, x):
+    """One block of samples: the final full Newton step of :func:`_prox_all` from the loops' end points ``x`` (kept
+    unless it raises J beyond round-off), then :func:`_implicit_fields` there. Returns (f^k, f^v, r, div_k, div_v,
+    frob, unconverged (|grad J| > INNER_GTOL), chi_hat)."""
+
+    def one(ok, ov, y, mask, x0):
+        J, direction, _, gmax = _newton(act, ok, ov, y, mask, V_k, V_v, c)
+        xn = x0 + direction(x0)
+        chi = jnp.where(J(xn) <= J(x0) + 1e-12 * (1.0 + jnp.abs(J(x0))), xn, x0)
+        return _implicit_fields(act, ok, ov, y, mask, V_k, V_v, c, chi) + (gmax(chi) > INNER_GTOL, chi)
+
+    return jax.vmap(one)(*pairs, x)
+
+
+def _channel(act, V_k, V_v, c, pairs, x):
+    """:func:`_channel_block` over every sample, in blocks (:func:`_blocks`): host arrays with leading dimension n."""
+    n = x.shape[0]
+    V_k, V_v, c = _scalars(V_k, V_v, c)
+    calls = []
+    for start, size in _blocks(n):
+        p = _pad(np.arange(start, min(start + size, n)), size)
+        calls.append(_channel_block(act, tuple(a[p] for a in pairs), V_k, V_v, c, x[p]))
+    parts = [[np.asarray(a) for a in out] for out in calls]
+    return [np.concatenate([part[j] for part in parts])[:n] for j in range(len(parts[0]))]
 
 
 def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30, multistart: bool = True):
-    """Compile the resumed Newton loops of :func:`_presolve` for every batch size a map evaluation on ``samples`` can
-    need (benchmarks call this so that no compilation falls inside a timing)."""
-    n, L = samples.chi.shape
-    S = 2 * L + 1 if multistart else 1
-    order = jnp.asarray([0.5, 0.5, 1.0, 0.5, 0.5, 1.0])
-    x, i, moved = jnp.zeros((n, S, L)), jnp.zeros((n, S), jnp.int32), jnp.ones((n, S), bool)
-    for size in sorted({_bucket(2**k, n * S) for k in range(int(math.log2(n * S)) + 2)}):  # every reachable size
-        idx = jnp.zeros(size, int)
-        jax.block_until_ready(_loop_round(dataclasses.replace(act, c=0.0), order, samples, act.c, x, i, moved, idx,
-                                          idx, n_newton, PRESOLVE_STEPS))
-
-
-def _presolve(act, order, samples: FrozenSamples, c, n_newton: int, multistart: bool, chi0=None):
-    """The Newton loops of every (sample, start) pair, as in :func:`_prox_all` but without running the whole batch
-    until its slowest member stops: rounds of PRESOLVE_STEPS steps, after each of which the unfinished pairs are
-    gathered into a smaller batch (padded to 16 * 4^j, to bound recompilation, :func:`_bucket`; see
-    :func:`compile_buckets`). Per pair the step sequence is the same as in one long loop. Returns the loops' end
-    points (n, S, L)."""
-    x, i, moved, active = _loop_from_starts(act, order, samples, c, min(PRESOLVE_STEPS, n_newton), n_newton,
-                                            multistart, chi0)
-    total = x.shape[0] * x.shape[1]
-    active = np.asarray(active)
-    while True:
-        rows, cols = np.nonzero(active)
-        if rows.size == 0:
-            return x
-        size = _bucket(rows.size, total)
-        pad = np.concatenate([np.arange(rows.size), np.full(size - rows.size, 0)])
-        i_before = np.asarray(i)
-        # padding repeats the first unfinished pair: the same loop computed twice, written back twice
-        x, i, moved, active = _loop_round(act, order, samples, c, x, i, moved, jnp.asarray(rows[pad]),
-                                          jnp.asarray(cols[pad]), n_newton, PRESOLVE_STEPS)
-        # A pair whose loop took no step in this round has stopped by the loop's own test. The activity test is
-        # evaluated in another compiled program, whose round-off can put |grad J| on the other side of
-        # NEWTON_STOP = 1e-12: without this, such a pair was "active" forever and _presolve never returned
-        # (seen at lambda = 0.01 in duranthon-low-snr).
-        active = np.asarray(active) & (np.asarray(i) != i_before)
+    """Compile the inner solver's programs (:func:`_advance_block`, :func:`_channel_block`) for every block size
+    (:data:`BLOCKS`) at the samples' L (benchmarks call this so that no compilation falls inside a timing). The
+    programs do not depend on the number of samples, of starts or on ``n_newton``; the last two arguments are kept
+    for the callers."""
+    L = samples.chi.shape[1]
+    act0 = dataclasses.replace(act, c=0.0)
+    V_k, V_v, c = _scalars(1.0, 1.0, act.c)
+    for size in BLOCKS:
+        pairs = (np.zeros((size, L)), np.zeros((size, L)), np.zeros(size), np.ones((size, L), bool))
+        x, i = np.zeros((size, L)), np.zeros(size, np.int32)
+        jax.block_until_ready(_advance_block(act0, pairs, V_k, V_v, c, x, i, np.ones(size, bool), i,
+                                             np.int32(n_newton)))
+        jax.block_until_ready(_channel_block(act0, pairs, V_k, V_v, c, x))
 
 
 TRACK_TOL = 1e-4  # multistart loops of a sample ending farther apart than this: its local minima are tracked
@@ -490,130 +580,63 @@ TRACK_TOL = 1e-4  # multistart loops of a sample ending farther apart than this:
 def _track_from_ends(ends):
     """The tracked minima after a multistart evaluation: ``(idx, starts)`` with ``idx`` the samples whose 2L + 1
     Newton loops (end points ``ends`` (n, S, L)) did not all end at one point and ``starts`` (m, S, L) their end
-    points (host arrays: their sizes vary, and device-side gathers of every size would each compile); None if there
-    is none."""
+    points (host arrays); None if there is none."""
     ends = np.asarray(ends)
     idx = np.nonzero(np.max(np.abs(ends - ends[:, :1]), axis=(1, 2)) > TRACK_TOL)[0]
     return (idx, ends[idx]) if idx.size else None
 
 
-@partial(jax.jit, static_argnames=("act",))
-def _lowest(act, order, samples: FrozenSamples, c, ends):
-    """Per sample, the end point (of ``ends`` (n, S, L)) with the lowest proximal objective J: (n, L), (n,)."""
+@partial(jax.jit, static_argnames=("act", "n_newton", "multistart"))
+def _unrolled_fields(act, order, samples: FrozenSamples, c, n_newton: int = 30, multistart: bool = True):
+    """Per-sample integrands with the "unrolled" V_hat (forward mode through the Newton loops, from the cold starts):
+    the fields of :func:`_channel_block` plus the non-convexity flag, frob NaN. One program per sample shape (used
+    by tests and comparisons only)."""
+    _, _, V_k, _, _, V_v = order
     om_k, om_v, _, _ = _omegas(order, samples)
-    V_k, V_v = order[2], order[5]
-    J = jax.vmap(lambda ok, ov, y, m, xs: jax.vmap(lambda x: _objective(act, x, ok, ov, y, m, V_k, V_v, c))(xs))(
-        om_k, om_v, samples.y, samples.mask, ends)
-    b = jnp.argmin(J, axis=1)
-    return jnp.take_along_axis(ends, b[:, None, None], 1)[:, 0], jnp.take_along_axis(J, b[:, None], 1)[:, 0]
 
-
-@partial(jax.jit, static_argnames=("act",))
-def _select_tracked(act, order, samples: FrozenSamples, c, x, sel):
-    """The single-start end points ``x`` (n, 1, L) with the rows ``sel[0]`` replaced by ``sel[1]`` (m, L) where
-    that has the lower J."""
-    idx, xs, Js = sel
-    om_k, om_v, _, _ = _omegas(order, samples)
-    V_k, V_v = order[2], order[5]
-    Jm = jax.vmap(lambda ok, ov, y, m, z: _objective(act, z, ok, ov, y, m, V_k, V_v, c))(
-        om_k[idx], om_v[idx], samples.y[idx], samples.mask[idx], x[idx, 0])
-    return x.at[idx, 0].set(jnp.where((Js < Jm)[:, None], xs, x[idx, 0]))
-
-
-def _pad_track(track, n: int):
-    """A track (:func:`_track_from_ends`) padded to a bucket size (:func:`_bucket`) by repeating its first sample
-    (which then computes the same values twice): rows (m',), starts (m', S, L)."""
-    idx, starts = track
-    size = _bucket(idx.size, n)
-    pad = np.concatenate([np.arange(idx.size), np.zeros(size - idx.size, int)])
-    return jnp.asarray(idx[pad]), jnp.asarray(np.asarray(starts)[pad])
-
-
-@partial(jax.jit, static_argnames=("act", "n_newton"))
-def _advance_tracked(act, order, samples: FrozenSamples, c, n_newton: int, rows, starts):
-    """Warm Newton loops (to the end, in one program: a few dozen samples) from every tracked start: the selection
-    ``(rows, points, J)`` of each tracked sample's lowest end point, and the end points."""
-    sub = FrozenSamples(*(a[rows] for a in samples))
-    x, _, _, _ = _loop_from_starts(act, order, sub, c, n_newton, n_newton, False, starts)
-    xs, Js = _lowest(act, order, sub, c, x)
-    return (rows, xs, Js), x
-
-
-@partial(jax.jit, static_argnames=("act", "n_newton", "jacobian", "multistart"))
-def _hats(act, order, alpha, samples: FrozenSamples, c, n_newton: int = 30, jacobian: str = "implicit",
-          multistart: bool = True, chi0=None, presolved=None):
-    m_k, q_k, V_k, m_v, q_v, V_v = order
-    om_k, om_v, s_k, s_v = _omegas(order, samples)
-
-    def unrolled(ok, ov, y, mask, c0, ps):
+    def one(ok, ov, y, mask):
         fk, fv, r = _channel_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
         dfk = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, o, ov, y, mask, V_k, V_v, c, n_newton,
                                                          multistart)[0])(ok))
         dfv = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, ok, o, y, mask, V_k, V_v, c, n_newton,
                                                          multistart)[1])(ov))
         chi, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
-        return (fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx, chi,
-                jnp.full((2, 2, 2, 2), jnp.nan))
+        return (fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)),
+                jnp.full((2, 2, 2, 2), jnp.nan), bad, chi, ncvx)
 
-    def implicit(ok, ov, y, mask, c0, ps):
-        """Implicit function theorem at chi_hat: d chi_hat/d omega = -H^{-1} d(grad J)/d omega."""
-        chi, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart, c0, ps)
-        chi = jax.lax.stop_gradient(chi)
-        mm = mask[:, None] & mask[None, :]
+    return jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
 
-        def grad_J(x, o_k, o_v):
-            return jnp.where(mask, jax.grad(lambda x: _objective(act, x, o_k, o_v, y, mask, V_k, V_v, c))(x), 0.0)
 
-        def f_v(x, o_v):
-            w = act(x, mask, c)
-            return w * (y - w @ o_v) / (1 + V_v * (w @ w))
+def _reduce_hats(order, alpha: float, s: FrozenSamples, s_k: float, s_v: float, fields, ncvx, jacobian: str):
+    """The hats of spec 4.2 from the per-sample integrands (host arrays): ``(hats, E[r^2]/2, diagnostics, alpha
+    E[frob])``, the diagnostics being (unconverged fraction, non-convex fraction, jump_k, its SE, jump_v, its SE).
 
-        H = jnp.where(mm, jax.jacfwd(grad_J, 0)(chi, ok, ov), jnp.eye(chi.shape[0]))
-        dchi_k = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 1)(chi, ok, ov), 0.0))
-        dchi_v = -jnp.linalg.solve(H, jnp.where(mm, jax.jacfwd(grad_J, 2)(chi, ok, ov), 0.0))
-        # the Jacobian blocks J^{ac} = d f^a / d omega^c (L x L each; zero on padded tokens)
-        dfv_chi = jax.jacfwd(f_v, 0)(chi, ov)
-        eye = jnp.eye(chi.shape[0])
-        blocks = jnp.stack([jnp.stack([jnp.where(mm, dchi_k - eye, 0.0) / V_k, dchi_v / V_k]),
-                            jnp.stack([dfv_chi @ dchi_k, dfv_chi @ dchi_v + jax.jacfwd(f_v, 1)(chi, ov)])])
-        # Frobenius products P[a, c, b, d] = <J^{ac}, J^{bd}>_F (the replicon / AT operator, see at_stability)
-        frob = jnp.einsum("acij,bdij->acbd", blocks, blocks)
-        dfk = jnp.diagonal(blocks[0, 0])
-        dfv = jnp.diagonal(blocks[1, 1])
-        w = act(chi, mask, c)
-        r = (y - w @ ov) / (1 + V_v * (w @ w))
-        fk = jnp.where(mask, (chi - ok) / V_k, 0.0)
-        return (fk, w * r, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)), bad, ncvx,
-                chi, frob)
+    Stein's lemma: E[sum_l df_l/domega_l] = E[sum_l f_l xi_l]/s_a, the distributional derivative, which includes the
+    jumps of f where the global minimiser of the proximal problem switches between local minima (the pointwise
+    implicit/unrolled derivative misses them). Needs s_a > 0."""
+    m_k, _, _, m_v, _, _ = (float(t) for t in order)
+    fk, fv, r, dk, dv, frob, bad = fields[:7]
+    st_k = np.sum(fk * s.xi_k, -1) / (s_k if s_k > 0 else 1.0)
+    st_v = np.sum(fv * np.where(s.mask, s.xi_v, 0.0), -1) / (s_v if s_v > 0 else 1.0)
+    n = r.shape[0]
 
-    one = unrolled if jacobian == "unrolled" else implicit
+    def se(t):
+        return alpha * float(np.std(t, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
 
-    c0 = om_k if chi0 is None else chi0
-    ps = om_k[:, None] if presolved is None else presolved
-    fk, fv, r, dk, dv, bad, ncvx, chi_hat, frob = jax.vmap(
-        lambda a, b, y, m, x0, p: one(a, b, y, m, None if chi0 is None else x0, None if presolved is None else p))(
-        om_k, om_v, samples.y, samples.mask, c0, ps)
-    # Stein's lemma: E[sum_l df_l/domega_l] = E[sum_l f_l xi_l]/s_a, the distributional derivative, which includes
-    # the jumps of f where the global minimiser of the proximal problem switches between local minima (the
-    # pointwise implicit/unrolled derivative misses them). Needs s_a > 0.
-    st_k = jnp.sum(fk * samples.xi_k, -1) / jnp.where(s_k > 0, s_k, 1.0)
-    st_v = jnp.sum(fv * jnp.where(samples.mask, samples.xi_v, 0.0), -1) / jnp.where(s_v > 0, s_v, 1.0)
-    n = samples.y.shape[0]
-    se = lambda x: alpha * jnp.std(x, ddof=1) / jnp.sqrt(n)  # noqa: E731
     # jump term of V_hat_a = (Stein - pointwise) estimate on common samples, with its SE (NaN where s_a = 0)
-    jump_k = jnp.where(s_k > 1e-8, -alpha * jnp.mean(st_k - dk), jnp.nan)
-    jump_v = jnp.where(s_v > 1e-8, -alpha * jnp.mean(st_v - dv), jnp.nan)
-    diag = jnp.stack([jnp.mean(bad), jnp.mean(ncvx), jump_k, se(st_k - dk), jump_v, se(st_v - dv)])
+    jump_k = -alpha * float(np.mean(st_k - dk)) if s_k > 1e-8 else math.nan
+    jump_v = -alpha * float(np.mean(st_v - dv)) if s_v > 1e-8 else math.nan
+    diag = np.array([np.mean(bad), np.mean(ncvx), jump_k, se(st_k - dk), jump_v, se(st_v - dv)])
     if jacobian == "stein":
-        dk = jnp.where(s_k > 1e-8, st_k, dk)
-        dv = jnp.where(s_v > 1e-8, st_v, dv)
-    Vh_k, Vh_v = -alpha * jnp.mean(dk), -alpha * jnp.mean(dv)
-    qh_k = alpha * jnp.mean(jnp.sum(fk**2, -1))
-    qh_v = alpha * jnp.mean(jnp.sum(fv**2, -1))
-    mh_k = alpha * jnp.mean(jnp.sum(fk * samples.chi, -1)) + m_k * Vh_k
-    mh_v = alpha * jnp.mean(jnp.sum(fv * samples.zeta, -1)) + m_v * Vh_v
-    return (jnp.stack([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v]), 0.5 * jnp.mean(r**2), diag, chi_hat,
-            alpha * jnp.mean(frob, axis=0))
+        dk = st_k if s_k > 1e-8 else dk
+        dv = st_v if s_v > 1e-8 else dv
+    Vh_k, Vh_v = -alpha * np.mean(dk), -alpha * np.mean(dv)
+    qh_k = alpha * np.mean(np.sum(fk**2, -1))
+    qh_v = alpha * np.mean(np.sum(fv**2, -1))
+    mh_k = alpha * np.mean(np.sum(fk * s.chi, -1)) + m_k * Vh_k
+    mh_v = alpha * np.mean(np.sum(fv * s.zeta, -1)) + m_v * Vh_v
+    return (np.array([mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v], dtype=np.float64), 0.5 * float(np.mean(r**2)), diag,
+            alpha * np.mean(frob, axis=0))
 
 
 def at_eigenvalue(P, V_k: float, V_v: float) -> float:
@@ -712,24 +735,37 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
     if chi0 is not None and multistart:
         raise ValueError("a warm start chi0 is for the single-start map (multistart=False) only")
     order_np = np.asarray(order, dtype=np.float64)
-    act0, order = dataclasses.replace(act, c=0.0), jnp.asarray(order_np)
-    out = track_out = None
-    if jacobian != "unrolled" and chi0 is not None:
-        x = _presolve(act0, order, samples, act.c, n_newton, False, chi0)
-        if track is not None:
-            sel, ends = _advance_tracked(act0, order, samples, act.c, n_newton,
-                                         *_pad_track(track, samples.y.shape[0]))
-            track_out = (track[0], np.asarray(ends)[:track[0].size])
-            x = _select_tracked(act0, order, samples, act.c, x, sel)
-        out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, False, None, x)
-    elif jacobian != "unrolled":
-        x = _presolve(act0, order, samples, act.c, n_newton, bool(multistart), chi0)
-        if multistart:
-            track_out = _track_from_ends(x)
-        out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, bool(multistart), None, x)
+    act0, alpha = dataclasses.replace(act, c=0.0), float(alpha)
+    s = _host(samples)
+    om_k, om_v, s_k, s_v = _omegas_np(order_np, s)
+    V_k, V_v = float(order_np[2]), float(order_np[5])
+    track_out = None
+    if jacobian == "unrolled":
+        fields = [np.asarray(a) for a in _unrolled_fields(act0, jnp.asarray(order_np), samples, act.c, n_newton,
+                                                           bool(multistart))]
+        chi, ncvx = fields[7], fields[8]
     else:
-        out = _hats(act0, order, float(alpha), samples, act.c, n_newton, jacobian, bool(multistart), chi0, None)
-    hats, train, diag, chi, frob = out
+        pairs = (om_k, om_v, s.y, s.mask)
+        starts = np.asarray(chi0)[:, None] if chi0 is not None else _starts_np(om_k, s.y, s.mask, V_k,
+                                                                                  bool(multistart))
+        ends = _presolve(act0, V_k, V_v, act.c, pairs, starts, n_newton)
+        x, J = _lowest(ends)
+        if chi0 is not None and track is not None:  # warm Newton loops from every tracked start
+            idx = track[0]
+            tracked = _presolve(act0, V_k, V_v, act.c, tuple(a[idx] for a in pairs), np.asarray(track[1]), n_newton)
+            track_out = (idx, tracked.x)
+            xs, Js = _lowest(tracked)
+            better = Js < J[idx]
+            x[idx[better]] = xs[better]
+        fields = _channel(act0, V_k, V_v, act.c, pairs, x)
+        chi = fields[7]
+        if multistart:
+            track_out = _track_from_ends(ends.x)
+            # non-convex here: another start ended at a different stationary point (with a higher value)
+            ncvx = np.any((np.max(np.abs(ends.x - chi[:, None]), axis=-1) > 1e-4) & (ends.gmax < INNER_GTOL), axis=1)
+        else:
+            ncvx = np.zeros(chi.shape[0], bool)
+    hats, train, diag, frob = _reduce_hats(order_np, alpha, s, s_k, s_v, fields, ncvx, jacobian)
     hats = np.asarray(hats, dtype=np.float64)
     mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = hats
     new = np.full(6, np.nan)
