@@ -25,6 +25,21 @@ def test_list_shows_every_preset(capsys):
         assert name in text
 
 
+def test_get_preset_imports_only_its_paper_module():
+    """A process that needs one preset (a Dask worker, ``attnlab run``) imports that paper's module only; unknown
+    names still fail with the one-line error, and a name whose prefix is no paper module is looked up in all."""
+    code = ("import sys; from attnlab.presets import get_preset; get_preset('marion-manifold'); "
+            "print(sorted(m for m in sys.modules if m.startswith('attnlab.presets.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['attnlab.presets.marion']"
+    from attnlab.errors import AttnlabError
+    from attnlab.presets import get_preset
+
+    for name in ("marion-nope", "nope"):
+        with pytest.raises(AttnlabError, match="unknown preset"):
+            get_preset(name)
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [

@@ -17,8 +17,10 @@ from attnlab import sweep as engine
 from attnlab.cli import main
 from attnlab.presets import get_preset
 
-# a cheap task: the quick manifold preset cut down to a few hundred steps
-CHEAP = ["--grid", "n_steps=400", "--grid", "log_every=100", "--grid", "n_repeats=2", "--grid", "n_mc=200"]
+# a cheap task: the quick manifold preset cut down to a few hundred steps, without its figures (about 1.5 s of
+# matplotlib per task; the figures of runs through the task engine are tested by `attnlab reproduce` in test_cli)
+CHEAP = ["--grid", "n_steps=400", "--grid", "log_every=100", "--grid", "n_repeats=2", "--grid", "n_mc=200",
+         "--no-figures"]
 
 
 def _sweep(out, *extra, workers=2):
@@ -71,6 +73,9 @@ def test_local_cluster_sweep_writes_sweep_zarr_and_runs(two_worker_sweep):
     assert np.all(np.isfinite(ds.final_excess_risk_median.values))
     runs = [p for p in (out / "marion-manifold").iterdir() if not p.name.startswith(".")]
     assert len(runs) == 4 and all((r / "summary.json").is_file() for r in runs)
+    # --no-figures: data, summary and config, no figure
+    assert all(json.loads((r / "summary.json").read_text())["figures"] == [] for r in runs)
+    assert not any(f.suffix in (".png", ".pdf") for r in runs for f in r.iterdir())
     assert (out / "sweep-final_excess_risk_median.png").is_file()
     # larger lambda, larger oracle risk floor: the metric really varies along the swept field
     assert float(ds.oracle_risk.sel(lambda0=0.1).mean()) > float(ds.oracle_risk.sel(lambda0=0.05).mean())
@@ -115,7 +120,7 @@ def _count_attempts(task, root, _seen={}):  # noqa: B006
 def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_path):
     preset = get_preset("marion-manifold")
     grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])
-    tasks = engine.expand_grid(preset, grid, [0], True)
+    tasks = engine.expand_grid(preset, grid, [0], True, figures=False)
     client = engine.make_client(workers=1, processes=False)
     try:
         outcomes = engine.run_tasks(client, tasks, tmp_path, task_fn=_flaky_task)
@@ -177,7 +182,7 @@ def test_kill_9_then_resume_completes_every_task_exactly_once(tmp_path):
         if not d.name.startswith("."):
             assert (d / "summary.json").is_file() and (d / "config.json").is_file()
     rc = main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.05,0.2", *CHEAP, "--seeds", "2",
-               "--workers", "2", "--out", str(out)])
+               "--workers", "1", "--out", str(out)])
     assert rc == 0
     ds = _open(out)
     runs = [d for d in (out / "marion-manifold").iterdir()]

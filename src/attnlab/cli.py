@@ -204,6 +204,7 @@ def sweep(
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="local worker processes")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="sweep folder (default results/sweeps/PRESET-HASH)")] = None,
     plot_metrics: Annotated[list[str] | None, typer.Option("--plot", help="draw METRIC against the swept fields")] = None,
+    figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write each run's figures")] = True,
 ):
     """Run the Cartesian product of a grid (times K seeds) as independent tasks; resumable; writes sweep.zarr."""
     from attnlab import sweep as engine
@@ -212,7 +213,7 @@ def sweep(
     p = get_preset(preset)
     grid = engine.parse_grid(grids)
     seed_list = list(range(seeds))
-    tasks = engine.expand_grid(p, grid, seed_list, quick)
+    tasks = engine.expand_grid(p, grid, seed_list, quick, figures)
     out_dir = out_dir or Path("results") / "sweeps" / engine.sweep_dir_name(p.name, grid, seed_list, quick)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

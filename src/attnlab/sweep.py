@@ -40,12 +40,14 @@ __all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_c
 
 @dataclass(frozen=True)
 class Task:
-    """One run: a preset, config overrides (on top of its defaults and, if ``quick``, its quick overrides), a seed."""
+    """One run: a preset, config overrides (on top of its defaults and, if ``quick``, its quick overrides), a seed;
+    ``figures=False`` skips the run's figures (its data, summary and config are written all the same)."""
 
     preset: str
     overrides: tuple[tuple[str, Any], ...]
     seed: int
     quick: bool
+    figures: bool = True
 
     @property
     def label(self) -> str:
@@ -80,7 +82,7 @@ def parse_grid(pairs: list[str] | None) -> dict[str, list[Any]]:
     return grid
 
 
-def expand_grid(preset, grid: dict[str, list[Any]], seeds: list[int], quick: bool) -> list[Task]:
+def expand_grid(preset, grid: dict[str, list[Any]], seeds: list[int], quick: bool, figures: bool = True) -> list[Task]:
     """Every combination of the grid times every seed, each validated now (bad values fail before any run)."""
     base = {**preset.defaults, **(preset.quick if quick else {})}
     keys = list(grid)
@@ -90,7 +92,7 @@ def expand_grid(preset, grid: dict[str, list[Any]], seeds: list[int], quick: boo
         config = resolve_config(preset.config_cls, base, overrides)
         # store the validated (typed) values, so "0.1" and "1e-1" are the same task
         typed = tuple((k, getattr(config, k)) for k in keys)
-        tasks.extend(Task(preset.name, typed, seed, quick) for seed in seeds)
+        tasks.extend(Task(preset.name, typed, seed, quick, figures) for seed in seeds)
     return tasks
 
 
@@ -108,7 +110,7 @@ def run_task(task: Task, root: str) -> dict[str, Any]:
         preset = get_preset(task.preset)
         base = {**preset.defaults, **(preset.quick if task.quick else {})}
         config = resolve_config(preset.config_cls, base, dict(task.overrides))
-        res = run_preset(preset, config, task.seed, quick=task.quick, results_root=Path(root))
+        res = run_preset(preset, config, task.seed, quick=task.quick, results_root=Path(root), figures=task.figures)
         return {"status": "reused" if res.reused else "finished", "run_dir": str(res.run_dir), "summary": res.summary}
     except Exception as e:  # recorded, retried once by the driver
         return {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
