@@ -459,18 +459,28 @@ class _Ends(NamedTuple):
     active: np.ndarray
 
 
-def _presolve(act, V_k, V_v, c, pairs, starts, n_newton: int, max_rounds: int | None = None) -> _Ends:
+def _presolve(act, V_k, V_v, c, pairs, starts, n_newton: int, max_rounds: int | None = None, more=()) -> _Ends:
     """The Newton loops of every (sample, start) pair, from ``starts`` (n, S, L), for the samples' ``pairs =
     (omega^k, omega^v, y, mask)`` (host arrays, leading dimension n): rounds of PRESOLVE_STEPS steps, after each of
     which the unfinished pairs are gathered and cut into blocks (:func:`_blocks`), so that neither the slowest pair
     sets the cost of the whole batch nor a new batch size costs a compilation. Per pair the step sequence is the
-    same as in one long loop. ``act`` has c = 0 (``c`` is passed as a number)."""
-    n, S, L = starts.shape
-    sample = np.repeat(np.arange(n), S)
-    ok, ov, y, mask = (a[sample] for a in pairs)
-    x = np.array(starts, dtype=np.float64).reshape(n * S, L)
-    i, moved = np.zeros(n * S, np.int32), np.ones(n * S, bool)
-    J, g, active = np.full(n * S, np.nan), np.full(n * S, np.nan), np.ones(n * S, bool)
+    same as in one long loop. ``act`` has c = 0 (``c`` is passed as a number).
+
+    ``more``: further ``(pairs, starts)`` groups (other sizes n', S') run in the same rounds and blocks (the tracked
+    minima of a warm evaluation: one read-back per round for both); then a list of one ``_Ends`` per group."""
+    groups = [(pairs, starts), *more]
+    ok, ov, y, mask, x, shapes = [], [], [], [], [], []
+    for prs, st in groups:
+        n, S, L = st.shape
+        sample = np.repeat(np.arange(n), S)
+        for dst, a in zip((ok, ov, y, mask), prs):
+            dst.append(a[sample])
+        x.append(np.asarray(st, dtype=np.float64).reshape(n * S, L))
+        shapes.append((n, S, L))
+    ok, ov, y, mask, x = (np.concatenate(a) for a in (ok, ov, y, mask, x))
+    P = x.shape[0]
+    i, moved = np.zeros(P, np.int32), np.ones(P, bool)
+    J, g, active = np.full(P, np.nan), np.full(P, np.nan), np.ones(P, bool)
     V_k, V_v, c = _scalars(V_k, V_v, c)
     cap_all, rounds = np.int32(n_newton), 0
     while active.any() and (max_rounds is None or rounds < max_rounds):
@@ -491,7 +501,13 @@ def _presolve(act, V_k, V_v, c, pairs, starts, n_newton: int, max_rounds: int | 
             active[sel] = ab & (ib != i[sel])
             x[sel], i[sel], moved[sel], J[sel], g[sel] = xb, ib, mb, Jb, gb
         rounds += 1
-    return _Ends(x.reshape(n, S, L), J.reshape(n, S), g.reshape(n, S), i.reshape(n, S), active.reshape(n, S))
+    out, start = [], 0
+    for n, S, L in shapes:
+        part = slice(start, start + n * S)
+        out.append(_Ends(x[part].reshape(n, S, L), J[part].reshape(n, S), g[part].reshape(n, S),
+                         i[part].reshape(n, S), active[part].reshape(n, S)))
+        start += n * S
+    return out if more else out[0]
 
 
 def _lowest(ends: _Ends):
@@ -748,11 +764,14 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
         pairs = (om_k, om_v, s.y, s.mask)
         starts = np.asarray(chi0)[:, None] if chi0 is not None else _starts_np(om_k, s.y, s.mask, V_k,
                                                                                   bool(multistart))
-        ends = _presolve(act0, V_k, V_v, act.c, pairs, starts, n_newton)
-        x, J = _lowest(ends)
-        if chi0 is not None and track is not None:  # warm Newton loops from every tracked start
+        if chi0 is not None and track is not None:  # also warm Newton loops from every tracked start
             idx = track[0]
-            tracked = _presolve(act0, V_k, V_v, act.c, tuple(a[idx] for a in pairs), np.asarray(track[1]), n_newton)
+            ends, tracked = _presolve(act0, V_k, V_v, act.c, pairs, starts, n_newton,
+                                      more=[(tuple(a[idx] for a in pairs), np.asarray(track[1]))])
+        else:
+            ends = _presolve(act0, V_k, V_v, act.c, pairs, starts, n_newton)
+        x, J = _lowest(ends)
+        if chi0 is not None and track is not None:
             track_out = (idx, tracked.x)
             xs, Js = _lowest(tracked)
             better = Js < J[idx]
