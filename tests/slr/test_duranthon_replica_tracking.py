@@ -105,11 +105,11 @@ def test_warm_newton_loops_stop_at_round_off(low_alpha):
     kept stepping at |grad J| ~ 1e-10 until the step cap)."""
     import dataclasses
 
-    from attnlab.slr.replica import _host, _omegas_np, _presolve
+    from attnlab.slr.replica import _host, _omegas, _presolve
 
     s, r = low_alpha
     h = _host(s)
-    om_k, om_v, _, _ = _omegas_np(r.order, h)
+    om_k, om_v, _, _ = _omegas(r.order, h, np)
     ends = _presolve(dataclasses.replace(ACT, c=0.0), r.order[2], r.order[5], 0.0, (om_k, om_v, h.y, h.mask),
                      np.asarray(r.chi)[:, None], 30, max_rounds=1)
     assert not np.any(ends.active)

@@ -183,20 +183,18 @@ def _objective(act, chi, omega_k, omega_v, y, mask, V_k, V_v, c):
             + res**2 / (2 * (1 + V_v * (w @ w))))
 
 
-def _starts(omega_k, y, mask, V_k, multistart: bool, chi0=None):
+def _starts(omega_k, y, mask, V_k, multistart: bool, xp=jnp):
     """Starting points of the inner minimisation: omega^k, and (multistart) omega^k +- delta e_l for every valid
     token l, with delta = sqrt(V_k) (1 + |y|): the data term is at most y^2/2, so the minimiser moves by at most
     sqrt(V_k) |y| from omega^k, and these starts put one token ahead of (or behind) the others by that much.
-    ``chi0`` (single start only): a warm start (the proximal point of the previous map evaluation) instead of
-    omega^k, or (S, L) per sample: that set of starts."""
+    Shapes: omega_k, mask (..., L), y (...) -> (..., S, L) with S = 2L + 1 or 1; ``xp`` is jax.numpy (one sample,
+    traced) or numpy (every sample at once, on the host: :func:`evaluate_map`)."""
+    base = omega_k[..., None, :]
     if not multistart:
-        if chi0 is not None and chi0.ndim == 2:  # a set of starts per sample (tracked minima, _track_minima)
-            return chi0
-        return (omega_k if chi0 is None else chi0)[None]
-    L = omega_k.shape[0]
-    delta = jnp.sqrt(V_k) * (1.0 + jnp.abs(y))
-    e = jnp.where(mask[None, :], jnp.eye(L), 0.0) * delta
-    return jnp.concatenate([omega_k[None], omega_k[None] + e, omega_k[None] - e])
+        return base
+    L = omega_k.shape[-1]
+    e = xp.where(mask[..., None, :], xp.eye(L), 0.0) * (xp.sqrt(V_k) * (1.0 + xp.abs(y)))[..., None, None]
+    return xp.concatenate([base, base + e, base - e], axis=-2)
 
 
 JACOBI_SWEEPS = {1: 1, 2: 2, 3: 5, 4: 6}  # cyclic Jacobi sweeps per matrix size (larger L: LAPACK's eigh)
@@ -322,7 +320,7 @@ def _newton_loop(act, omega_k, omega_v, y, mask, V_k, V_v, c, x0, i0, moved0, n_
     return i, x, moved
 
 
-def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None):
+def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart):
     """Every start of the inner problem run to a local minimum in one program: (points (S, L), values (S,), max|grad|
     (S,)). Used by the "unrolled" V_hat and the tests; map evaluations run the loops in blocks (:func:`_presolve`) and
     the final step in :func:`_channel_block`."""
@@ -336,29 +334,29 @@ def _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart,
         x = jnp.where(J(xn) <= J(x) + 1e-12 * (1.0 + jnp.abs(J(x))), xn, x)
         return x, J(x), jnp.max(jnp.abs(jnp.where(mask, jax.grad(J)(x), 0.0)))
 
-    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart, chi0))
+    return jax.vmap(run)(_starts(omega_k, y, mask, V_k, multistart))
 
 
-def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True, chi0=None):
+def _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
     """chi_hat for one sample: the lowest of the local minima reached from :func:`_starts` by monotone modified Newton
     (positive Hessian eigenvalues floored at HESS_FLOOR/V_k, negative ones replaced by max(|.|, NEG_CURV_FLOOR/V_k);
     best of the trial steps ``_STEPS``): the small floor keeps quadratic convergence at nearly degenerate minima, the
     larger one keeps steps out of concave regions short, so that one start lands in its nearest local minimum."""
-    xs, Js, _ = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0)
+    xs, Js, _ = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
     return xs[jnp.argmin(Js)]
 
 
-def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0=None):
+def _prox_diag(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart):
     """chi_hat plus two per-sample flags: the inner problem did not converge (|grad J| > INNER_GTOL at chi_hat), and
     it is non-convex here (another start ended at a different stationary point with a higher value)."""
-    xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0)
+    xs, Js, gs = _prox_all(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
     b = jnp.argmin(Js)
     other = (jnp.max(jnp.abs(xs - xs[b]), axis=-1) > 1e-4) & (gs < INNER_GTOL)
     return xs[b], gs[b] > INNER_GTOL, jnp.any(other)
 
 
-def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True, chi0=None):
-    chi = _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart, chi0)
+def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart=True):
+    chi = _prox_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multistart)
     w = act(chi, mask, c)
     r = (y - w @ omega_v) / (1 + V_v * (w @ w))
     f_k = jnp.where(mask, (chi - omega_k) / V_k, 0.0)
@@ -366,35 +364,21 @@ def _channel_one(act, omega_k, omega_v, y, mask, V_k, V_v, c, n_newton, multista
     return f_k, f_v, r
 
 
-def _omegas(order, samples: FrozenSamples):
+def _omegas(order, samples: FrozenSamples, xp=jnp):
+    """The fields omega^k = m_k chi* + s_k xi^k and omega^v = m_v zeta* + s_v xi^v (zero on padded tokens) with
+    s_a = sqrt(q_a - m_a^2): ``(omega^k, omega^v, s_k, s_v)``; ``xp`` is jax.numpy (traced) or numpy (host arrays,
+    :func:`_host`)."""
     m_k, q_k, V_k, m_v, q_v, V_v = order
-    s_k = jnp.sqrt(jnp.maximum(q_k - m_k**2, 0.0))
-    s_v = jnp.sqrt(jnp.maximum(q_v - m_v**2, 0.0))
+    s_k = xp.sqrt(xp.maximum(q_k - m_k**2, 0.0))
+    s_v = xp.sqrt(xp.maximum(q_v - m_v**2, 0.0))
     om_k = m_k * samples.chi + s_k * samples.xi_k
-    om_v = jnp.where(samples.mask, m_v * samples.zeta + s_v * samples.xi_v, 0.0)
+    om_v = xp.where(samples.mask, m_v * samples.zeta + s_v * samples.xi_v, 0.0)
     return om_k, om_v, s_k, s_v
 
 
 def _host(samples: FrozenSamples) -> FrozenSamples:
     """The frozen samples as host (NumPy) arrays: the inner solver gathers and reduces them on the host."""
     return FrozenSamples(*(np.asarray(a) for a in samples))
-
-
-def _omegas_np(order, s: FrozenSamples):
-    """:func:`_omegas` on host arrays: ``(omega^k, omega^v, s_k, s_v)``."""
-    m_k, q_k, _, m_v, q_v, _ = (float(t) for t in order)
-    s_k, s_v = math.sqrt(max(q_k - m_k**2, 0.0)), math.sqrt(max(q_v - m_v**2, 0.0))
-    return m_k * s.chi + s_k * s.xi_k, np.where(s.mask, m_v * s.zeta + s_v * s.xi_v, 0.0), s_k, s_v
-
-
-def _starts_np(om_k, y, mask, V_k: float, multistart: bool):
-    """:func:`_starts` for every sample at once, on host arrays: (n, S, L) with S = 2L + 1 (multistart) or 1."""
-    if not multistart:
-        return om_k[:, None]
-    L = om_k.shape[1]
-    delta = math.sqrt(V_k) * (1.0 + np.abs(y))
-    e = np.where(mask[:, None, :], np.eye(L)[None], 0.0) * delta[:, None, None]
-    return np.concatenate([om_k[:, None], om_k[:, None] + e, om_k[:, None] - e], axis=1)
 
 
 PRESOLVE_STEPS = 3  # Newton steps per round of _presolve; after each round the unfinished pairs are gathered
@@ -753,7 +737,7 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
     order_np = np.asarray(order, dtype=np.float64)
     act0, alpha = dataclasses.replace(act, c=0.0), float(alpha)
     s = _host(samples)
-    om_k, om_v, s_k, s_v = _omegas_np(order_np, s)
+    om_k, om_v, s_k, s_v = _omegas(order_np, s, np)
     V_k, V_v = float(order_np[2]), float(order_np[5])
     track_out = None
     if jacobian == "unrolled":
@@ -762,8 +746,8 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
         chi, ncvx = fields[7], fields[8]
     else:
         pairs = (om_k, om_v, s.y, s.mask)
-        starts = np.asarray(chi0)[:, None] if chi0 is not None else _starts_np(om_k, s.y, s.mask, V_k,
-                                                                                  bool(multistart))
+        starts = _starts(om_k if chi0 is None else np.asarray(chi0), s.y, s.mask, V_k,
+                         bool(multistart) and chi0 is None, np)
         if chi0 is not None and track is not None:  # also warm Newton loops from every tracked start
             idx = track[0]
             ends, tracked = _presolve(act0, V_k, V_v, act.c, pairs, starts, n_newton,
