@@ -110,8 +110,11 @@ def test_run_writes_a_complete_directory_and_reuses_it(tmp_path, monkeypatch, ca
 
 def test_out_dir_holds_the_files_directly(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "marion-sgd", "--quick", "--out", "mine", *TINY]) == 0
+    assert main(["run", "marion-sgd", "--quick", "--out", "mine", "--no-figures", *TINY]) == 0
     assert (tmp_path / "mine" / "summary.json").is_file()
+    # --no-figures: data, summary and config only
+    assert {p.name for p in (tmp_path / "mine").iterdir()} == {"config.json", "summary.json", "data.zarr"}
+    assert json.loads((tmp_path / "mine" / "summary.json").read_text())["figures"] == []
     assert not (tmp_path / "results").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]
 

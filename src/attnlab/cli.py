@@ -76,12 +76,13 @@ def _checks_table(results) -> Table:
     return table
 
 
-def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root: Path, force: bool):
+def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root: Path, force: bool,
+             figures: bool = True):
     from attnlab.store import run_preset
 
     with _progress(f"{preset.name}") as update:
         res = run_preset(preset, config, seed, quick=quick, out_dir=out_dir, results_root=root, force=force,
-                         progress=update)
+                         progress=update, figures=figures)
     if res.reused:
         err.print(f"{preset.name}: reusing finished run in {res.run_dir} (use --force to rerun)")
     else:
@@ -110,10 +111,11 @@ def run(
     seed: Annotated[int, typer.Option("--seed", min=0, help="root PRNG seed")] = 0,
     sets: Annotated[list[str] | None, typer.Option("--set", help="override a config field: key=value")] = None,
     force: Annotated[bool, typer.Option("--force", help="rerun even if a finished identical run exists")] = False,
+    figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write the figures")] = True,
 ):
     """Run one preset and write config.json, data.zarr, summary.json and figures."""
     p, config = _resolve(preset, quick, sets)
-    res = _run_one(p, config, seed, quick, out_dir, Path("results"), force)
+    res = _run_one(p, config, seed, quick, out_dir, Path("results"), force, figures)
     out.print(_checks_table({p.name: res}))
     if not all(c["passed"] for c in res.summary.get("checks", [])):
         raise typer.Exit(1)
