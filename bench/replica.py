@@ -39,7 +39,7 @@ import numpy as np
 import attnlab  # noqa: F401  (float64)
 from attnlab.slr.activations import activation
 from attnlab.slr.replica import (
-    compile_buckets,
+    compile_blocks,
     continue_in_alpha,
     evaluate_map,
     frozen_samples,
@@ -73,8 +73,8 @@ def main():
     alphas = np.geomspace(0.5, 20.0, args.n_alpha)
     s = frozen_samples(jax.random.key(0), "spiked", args.nu, args.L, args.n)
     init = standard_starts("spiked", args.nu)["informed"]
-    for ms in (False, True):  # compile every map outside the timings
-        compile_buckets(act, s, multistart=ms)
+    compile_blocks(act, s)  # compile every map outside the timings
+    for ms in (False, True):
         for jac in ("implicit", "stein"):
             v = evaluate_map(act, init, 1.0, args.lam, args.lam, s, multistart=ms, jacobian=jac)
             if not ms:

@@ -1,13 +1,14 @@
 """Keep a long-lived process below the kernel's limit on memory mappings, which XLA's CPU programs use up.
 
-XLA's CPU backend (jaxlib 0.10) loads every compiled program's kernels with LLVM's ORC JIT, which gives each
-kernel its own memory mappings. Measured here: one replica solve (a handful of programs) adds about 4,100 mappings
-to the process; a pytest worker that runs test files one after another grew from 20,000 to 31,000 mappings in two
-minutes. JAX keeps every compiled program alive in its in-memory caches, so the count only grows, and Linux refuses
-new mappings past ``vm.max_map_count`` (65,530 by default). What happened then, in clean-clone test runs on this
-machine: ``LLVM compilation error: Cannot allocate memory`` / "Failed to materialize symbols" (a failed test), or
-a segmentation fault or abort inside ``backend_compile_and_load`` or ``executable.serialize()`` (a crashed test
-worker), at random places late in the suite.
+XLA's CPU backend (jaxlib 0.10) loads every compiled program's kernels with LLVM's ORC JIT, which gives each kernel
+its own memory mappings. Measured here: one replica solve adds about 4,100 mappings to the process (before its inner
+solver ran on a few fixed-size blocks, when it compiled a handful of programs per solve); a pytest worker that runs
+test files one after another grew from 20,000 to 31,000 mappings in two minutes. JAX keeps every compiled program
+alive in its in-memory caches, so the count only grows, and Linux refuses new mappings past ``vm.max_map_count``
+(65,530 by default). What happened then, in clean-clone test runs on this machine: ``LLVM compilation error: Cannot
+allocate memory`` / "Failed to materialize symbols" (a failed test), or a segmentation fault or abort inside
+``backend_compile_and_load`` or ``executable.serialize()`` (a crashed test worker), at random places late in the
+suite.
 
 :func:`release_compiled_programs` drops JAX's compiled programs (``jax.clear_caches()``; arrays are untouched, the
 programs are compiled again, or loaded from the persistent cache, when next called) once the process holds more than

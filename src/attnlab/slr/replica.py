@@ -558,11 +558,10 @@ def _channel(act, V_k, V_v, c, pairs, x):
     return [np.concatenate([part[j] for part in parts])[:n] for j in range(len(parts[0]))]
 
 
-def compile_buckets(act: Activation, samples: FrozenSamples, n_newton: int = 30, multistart: bool = True):
+def compile_blocks(act: Activation, samples: FrozenSamples, n_newton: int = 30):
     """Compile the inner solver's programs (:func:`_advance_block`, :func:`_channel_block`) for every block size
     (:data:`BLOCKS`) at the samples' L (benchmarks call this so that no compilation falls inside a timing). The
-    programs do not depend on the number of samples, of starts or on ``n_newton``; the last two arguments are kept
-    for the callers."""
+    programs do not depend on the number of samples or of starts."""
     L = samples.chi.shape[1]
     act0 = dataclasses.replace(act, c=0.0)
     V_k, V_v, c = _scalars(1.0, 1.0, act.c)
