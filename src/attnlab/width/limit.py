@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.width._common import check_model
+from attnlab.width._random import normal
 from attnlab.width.exact import _limit_gram, chunk_size, first_token_variance
 
 __all__ = ["input_gram", "sample_limit_first", "sample_limit_tokens", "limit_moments", "relu_logit_variance"]
@@ -53,7 +54,7 @@ def _limit_first(key, n_heads, n_tokens, activation, n_samples, n_seeds):
         kv, ke = jax.random.split(k)
         ones = jnp.ones((size, n_heads))
         v = first_token_variance(kv, jnp.broadcast_to(L, (size,) + L.shape), ones, ones)
-        return jnp.sqrt(v) * jax.random.normal(ke, (size,)), v
+        return jnp.sqrt(v) * normal(ke, (size,)), v
 
     out = jax.lax.map(jax.vmap(one), keys)
     return tuple(jnp.moveaxis(x, 0, 1).reshape(n_seeds, -1)[:, :n_samples] for x in out)
@@ -72,9 +73,9 @@ def sample_limit_first(key, *, n_heads: int, n_tokens: int = 4, activation: str 
 def _limit_tokens(key, n_heads, n_tokens, activation, n_samples, n_out):
     L = jnp.linalg.cholesky(jnp.asarray(input_gram(activation, n_tokens)))
     kn, kz = jax.random.split(key)
-    p = L @ jax.random.normal(kn, (n_samples, n_heads, n_tokens, n_tokens)) @ L.T
+    p = L @ normal(kn, (n_samples, n_heads, n_tokens, n_tokens)) @ L.T
     F = jax.nn.softmax(p, axis=-1) @ L
-    Y = jnp.sum(F @ jax.random.normal(kz, (n_samples, n_heads, n_tokens, n_out)), 1) / math.sqrt(n_heads)
+    Y = jnp.sum(F @ normal(kz, (n_samples, n_heads, n_tokens, n_out)), 1) / math.sqrt(n_heads)
     return Y, jnp.mean(F @ jnp.swapaxes(F, -1, -2), 1)
 
 
