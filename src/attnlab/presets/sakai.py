@@ -17,24 +17,22 @@ verified), so the spec's [I] heuristic of O(1/n) deviations holds for the second
 kurtosis converges slowly (H = 1: 2.76, 0.81, 0.38, 0.28, 0.25 at n = 16, 64, 256, 1024, 4096 against the limit
 0.243), so at the paper's n = 256 the H = 1 finite law is far more leptokurtic than its limit.
 
-Speed (``bench/width.py``, 2-core shared machine, JAX compile cache off, compilation included; CPU seconds are the
-robust figure here). At load 1-2 before the chi-square and reference-check work: quick sizes 27 s for the five paper
-presets; paper sizes vary-width 18 s, scores 4 s, low-rank 32 s, vary-heads 89 s, relu 149 s (291 s wall, 502 s CPU).
-Same commit re-measured at load 3-4.5, then after that work at load 4-5.5 (CPU s): vary-width 25.2 -> 25.8, scores
-3.9 -> 5.2 (the new chi-square compiles about 0.6 s longer), low-rank 37.8 -> 38.9, vary-heads 147.9 -> 97.8, relu
-174.1 -> 156.5; total 389 -> 324 s CPU (369 -> 320 s wall). sakai-wide at paper size: 206 -> 160 s CPU (204 -> 165 s
-wall, load 4). A second pair: after at load 1.3-3.5, 236 s wall / 316 s CPU (vary-heads 52 s wall / 94 s CPU, relu
-143 / 157); the previous commit at load 3.8-6.2, 433 / 396 (vary-heads 145 / 141, relu 210 / 183). Where the time
-goes (threefry on this CPU: 29 ns per float64 normal, 17.5 ns per 64-bit word; an exact
-chi-square 83 ns, formerly 116-138): vary-heads at H = 256 draws per network 517 chi-squares and 1031 normals at
-n = 256 and 1025 normals in each of the two limit rows (16 words per finite head, 8 per limit head; the reference row
-is now drawn for 20,000 networks only); relu draws the explicit input matrix, 4 n normals per network (5472 for the
-five widths), 1e6 networks per width. Both are bound by random-number generation. No further exact reduction of the
-per-network counts was found (per head s normals and two chi-squares, one output normal per network; the Gram of
-relu(Z) is a sum of n iid non-Wishart matrices with no closed-form law). Drawing ReLU signs as bits and half-normals
-for the positive entries only (exact, half the normals) was tried and ran slower inside the compiled chunk loop (its
-gather costs about 43 ns per entry in a ``lax.map`` body, 15 ns at top level). So the issue's one-minute total for
-the five paper presets is out of reach with threefry on this machine.
+Speed (``bench/width.py``, 2-core shared machine, JAX compile cache off, compilation included; wall seconds, CPU
+seconds in brackets). 2026-11-23, the code before and after the Threefry/Box-Muller normals and the reduction-form
+input Gram (:mod:`attnlab.width._random`, :func:`attnlab.width.exact.input_gram`), run back to back at load 1.3-1.7:
+vary-width 21.9 -> 22.2, vary-heads 72.3 -> 61.6, scores 4.4 -> 5.3, low-rank 29.9 -> 28.3, relu 124.5 -> 84.4;
+total 253 s (422) -> 202 s (336). Where the time goes now (cProfile): relu draws its explicit input matrix, 4n normals
+per network (5472 for the five widths), 1e6 networks per width, 56 s at about 10 ns per normal; then KS/W1 8 s, the
+KDEs 7 s, compilation 7 s. vary-heads at H = 256 draws per network 517 chi-squares (about 26 ns each, formerly 44)
+and 1031 normals at n = 256 and 1025 normals in each of the two limit rows: 45 s, compilation 12 s. Both are bound
+by random-number generation: an exact float64 normal needs two Threefry blocks (104 random bits; about 2.3 ns per
+block here) and a log, a square root and a cosine. No further exact reduction of the per-network counts was found
+(per head s normals and two chi-squares, one output normal per network; the Gram of relu(Z) is a sum of n iid
+non-Wishart matrices with no closed-form law). Drawing ReLU signs as bits and half-normals for the positive entries
+only (exact, half the normals) was tried and ran slower inside the compiled chunk loop (its gather costs about 43 ns
+per entry in a ``lax.map`` body, 15 ns at top level); so was using both halves of each Box-Muller pair (XLA
+recomputes the shared blocks for each half). So the issue's one-minute total for the five paper presets is out of
+reach on this machine.
 """
 
 from __future__ import annotations
