@@ -37,15 +37,21 @@ def official_grid(*samples, n_points: int = 500) -> np.ndarray:
 
 @functools.partial(jax.jit, static_argnames=("block",))
 def kde(x, grid, block: int = 8192):
-    """scipy ``gaussian_kde(x)(grid)`` for 1-d x: Scott's factor ``N^{-1/5}``, bandwidth ``factor * std(x, ddof=1)``."""
+    """scipy ``gaussian_kde(x)(grid)`` for 1-d x: Scott's factor ``N^{-1/5}``, bandwidth ``factor * std(x, ddof=1)``.
+
+    Points and grid are divided by ``sqrt(2) bw`` once, so the inner loop is ``exp(-(g - x)^2)`` with no division;
+    the padding points are +inf (their kernel is exactly 0). 0.84 ns per kernel value on this CPU against 1.71 ns
+    with the division and a NaN mask in the loop; the values agree to 3e-16."""
     N = x.shape[-1]
     bw = N ** (-0.2) * jnp.std(x, ddof=1)
+    scale = 1.0 / (math.sqrt(2.0) * bw)
     pad = (-N) % block
-    xb = jnp.concatenate([x, jnp.full((pad,), jnp.nan)]).reshape(-1, block)
+    xb = jnp.concatenate([x * scale, jnp.full((pad,), jnp.inf)]).reshape(-1, block)
+    gs = grid * scale
 
     def body(acc, xs):
-        z = (grid[:, None] - xs[None, :]) / bw
-        return acc + jnp.sum(jnp.where(jnp.isnan(z), 0.0, jnp.exp(-0.5 * z * z)), 1), None
+        z = gs[:, None] - xs[None, :]
+        return acc + jnp.sum(jnp.exp(-z * z), 1), None
 
     acc, _ = jax.lax.scan(body, jnp.zeros(grid.shape), xb)
     return acc / (N * bw * math.sqrt(2 * math.pi))
@@ -95,10 +101,21 @@ def poisson1(key, shape):
     return sum((u >= c).astype(jnp.float64) for c in _POISSON1_CDF if c < 1.0)
 
 
-@jax.jit
 def ks_w1_rows(x, y):
-    """:func:`ks_w1` of each pair of rows ``(x[i], y[i])``: ``(ks, w1)``, each (rows,); one vmapped program."""
-    return jax.vmap(ks_w1)(x, y)
+    """:func:`ks_w1` of each pair of rows ``(x[i], y[i])``: ``(ks, w1)``, each a NumPy array (rows,).
+
+    On the host with NumPy's stable argsort, the same pooled-ECDF formula as :func:`ks_w1` (agreement to 1e-16): XLA's
+    CPU sort calls a comparator per comparison, and NumPy's took 0.22 s against 0.56 s for 20 pairs of 50,000 points
+    (0.53 against 1.33 s for 3 pairs of 500,000) on this machine."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    out = np.empty((x.shape[0], 2))
+    for i, (a, b) in enumerate(zip(x, y)):
+        z = np.concatenate([a, b])
+        order = np.argsort(z, kind="stable")
+        is_x = order < a.size
+        gap = np.abs(np.cumsum(is_x) / a.size - np.cumsum(~is_x) / b.size)
+        out[i] = gap.max(), np.sum(gap[:-1] * np.diff(z[order]))
+    return out[:, 0], out[:, 1]
 
 
 @functools.partial(jax.jit, static_argnames=("n_boot",))
@@ -120,15 +137,18 @@ def ks_critical(n: int, m: int, alpha: float = 1e-3) -> float:
 
 @functools.partial(jax.jit, static_argnames=("block",))
 def rb_density(v, grid, block: int = 8192):
-    """Rao-Blackwellised density ``mean_m phi(y; 0, v_m)`` of a Gaussian scale mixture, on ``grid``."""
+    """Rao-Blackwellised density ``mean_m phi(y; 0, v_m)`` of a Gaussian scale mixture, on ``grid``: ``-1/(2 v_m)``
+    and ``1/sqrt(2 pi v_m)`` are formed once per point, so the inner loop has no division (padding: weight 0)."""
     pad = (-v.shape[0]) % block
-    vb = jnp.concatenate([v, jnp.full((pad,), jnp.nan)]).reshape(-1, block)
+    neg_half_prec = jnp.concatenate([-0.5 / v, jnp.zeros((pad,))]).reshape(-1, block)
+    norm = jnp.concatenate([1.0 / jnp.sqrt(2 * math.pi * v), jnp.zeros((pad,))]).reshape(-1, block)
+    g2 = grid**2
 
-    def body(acc, vs):
-        f = jnp.exp(-0.5 * grid[:, None] ** 2 / vs[None, :]) / jnp.sqrt(2 * math.pi * vs[None, :])
-        return acc + jnp.sum(jnp.where(jnp.isnan(f), 0.0, f), 1), None
+    def body(acc, blk):
+        a, w = blk
+        return acc + jnp.sum(w[None, :] * jnp.exp(g2[:, None] * a[None, :]), 1), None
 
-    acc, _ = jax.lax.scan(body, jnp.zeros(grid.shape), vb)
+    acc, _ = jax.lax.scan(body, jnp.zeros(grid.shape), (neg_half_prec, norm))
     return acc / v.shape[0]
 
 
