@@ -21,12 +21,14 @@ Speed (``bench/width.py``, 2-core shared machine, JAX compile cache off, compila
 seconds in brackets). 2026-11-23, the code before and after the Threefry/Box-Muller normals and the reduction-form
 input Gram (:mod:`attnlab.width._random`, :func:`attnlab.width.exact.input_gram`), run back to back at load 1.3-1.7:
 vary-width 21.9 -> 22.2, vary-heads 72.3 -> 61.6, scores 4.4 -> 5.3, low-rank 29.9 -> 28.3, relu 124.5 -> 84.4;
-total 253 s (422) -> 202 s (336). Where the time goes now (cProfile): relu draws its explicit input matrix, 4n normals
-per network (5472 for the five widths), 1e6 networks per width, 56 s at about 10 ns per normal; then KS/W1 8 s, the
-KDEs 7 s, compilation 7 s. vary-heads at H = 256 draws per network 517 chi-squares (about 26 ns each, formerly 44)
-and 1031 normals at n = 256 and 1025 normals in each of the two limit rows: 45 s, compilation 12 s. Both are bound
-by random-number generation: an exact float64 normal needs two Threefry blocks (104 random bits; about 2.3 ns per
-block here) and a log, a square root and a cosine. No further exact reduction of the per-network counts was found
+total 253 s (422) -> 202 s (336). Then, with the division-free KDE and Rao-Blackwellised density and the KS/W1 rows
+in NumPy (:mod:`attnlab.width.distances`), the same hour at load 1.2-1.9: vary-width 16.9, vary-heads 54.6, scores
+3.8, low-rank 20.9, relu 69.9; total 166 s. Where the time goes now (cProfile): relu draws its explicit input matrix,
+4n normals per network (5472 for the five widths), 1e6 networks per width, about 56 s at about 10 ns per normal;
+vary-heads at H = 256 draws per network 517 chi-squares (about 26 ns each, formerly 44) and 1031 normals at n = 256
+and 1025 normals in each of the two limit rows: its draws take 42 s. Both are bound by random-number generation: an
+exact float64 normal needs two Threefry blocks (104 random bits; about 2.3 ns per block here) and a log, a square root
+and a cosine, and a Marsaglia-Tsang candidate about 20 ns. No further exact reduction of the per-network counts was found
 (per head s normals and two chi-squares, one output normal per network; the Gram of relu(Z) is a sum of n iid
 non-Wishart matrices with no closed-form law). Drawing ReLU signs as bits and half-normals for the positive entries
 only (exact, half the normals) was tried and ran slower inside the compiled chunk loop (its gather costs about 43 ns
