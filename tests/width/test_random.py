@@ -11,7 +11,7 @@ import scipy.stats as st
 from jax.extend.random import threefry_2x32
 
 from attnlab.width._random import cos_sin_2pi, normal, threefry2x32, uniform
-from attnlab.width.exact import input_gram
+from attnlab.width.exact import empirical_gram
 
 ALPHA = 1e-3
 
@@ -78,6 +78,6 @@ def test_determinism_and_keys():
         jax.eval_shape(lambda k: uniform(k, (1 << 16, 1 << 16)), jax.random.key(0))
 
 
-def test_input_gram_is_x_xt_over_n():
+def test_empirical_gram_is_x_xt_over_n():
     X = np.asarray(normal(jax.random.key(2), (3, 5, 4, 37)))
-    assert np.allclose(np.asarray(input_gram(jnp.asarray(X))), X @ np.swapaxes(X, -1, -2) / 37, rtol=1e-13, atol=1e-15)
+    assert np.allclose(np.asarray(empirical_gram(jnp.asarray(X))), X @ np.swapaxes(X, -1, -2) / 37, rtol=1e-13, atol=1e-15)

@@ -66,7 +66,7 @@ def semidefinite_cholesky(G, rtol: float = 1e-12):
     return jnp.stack(cols, -1)
 
 
-def input_gram(X):
+def empirical_gram(X):
     """``X X^T / n`` for a batch of s x n inputs, as one reduction over n of the broadcast products ``X_i X_j``. On
     this CPU a batched ``X @ X^T`` (s x s output) costs about 5.4 ns per entry of X, more than drawing the entry
     (inside the ReLU sampler's chunk loop); this reduction about 0.9 ns, and s(s + 1)/2 separate sums over rows
@@ -120,7 +120,7 @@ def _factor(key, r, diag, n, s: int, activation: str):
     X = psi(jnp.sqrt(r)[:, None, None] * normal(key, (m, s, n)), activation)
     if n < s:
         return X / math.sqrt(n)
-    return semidefinite_cholesky(input_gram(X))
+    return semidefinite_cholesky(empirical_gram(X))
 
 
 def input_factor(key, m: int, n, s: int, activation: str):
@@ -170,7 +170,7 @@ def _sweep_chunk(key, ns, ds, hs, kinds, n_heads: int, s: int, activation: str, 
     n_tril = s * (s - 1) // 2
     wis = [w for w, k in enumerate(kinds) if k == 0]
     xs = [w for w, k in enumerate(kinds) if k > 0]
-    # ReLU inputs: one normal call per width (it fuses into psi and the Gram product; slicing them out of the shared
+    # ReLU inputs: one normal call per width (it fuses into psi and the Gram reduction; slicing them out of the shared
     # array costs about 15% more CPU on the ReLU preset); clip inputs with n < s (tiny) stay in the shared array
     n_x = 0 if activation == "relu" else s * sum(kinds[w] for w in xs)
     z = normal(kn, (S, m, len(wis) * n_tril + n_x + W * (H * s + 1)))
@@ -207,7 +207,7 @@ def _sweep_chunk(key, ns, ds, hs, kinds, n_heads: int, s: int, activation: str, 
         if k < s:  # L = X/sqrt(n), padded with zero columns (they add nothing to the logits or to v)
             Ls[w] = jnp.concatenate([X / math.sqrt(k), jnp.zeros((S, m, s, s - k))], -1)
         else:
-            Ls[w] = semidefinite_cholesky(input_gram(X))
+            Ls[w] = semidefinite_cholesky(empirical_gram(X))
     L, cq, cv = jnp.stack(Ls, 1), jnp.stack(cqs, 1), jnp.stack(cvs, 1)  # (S, W, m, ...)
     rest = z[..., i:].reshape(S, m, W, H * s + 1).swapaxes(1, 2)
     nu = rest[..., :H * s].reshape(S, W, m, H, s)
