@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["threefry2x32", "uniform", "normal", "chi2", "bartlett"]
+__all__ = ["threefry2x32", "uniform", "normal", "cos_sin_2pi", "chi2", "bartlett"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
