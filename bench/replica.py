@@ -7,7 +7,8 @@ Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3
 * ours: :func:`attnlab.slr.replica.continue_in_alpha` with :func:`~attnlab.slr.replica.solve_replica`'s defaults
   (safeguarded Anderson acceleration, memory 6, mixing 0.5, the memory carried from point to point; inner problem
   from one start, warm-started at the previous evaluation's proximal points, plus warm starts at the local minima
-  that the last multistart evaluation found for samples with several; each point verified with 2L + 1 cold starts;
+  that the last multistart evaluation found for samples with several; each point verified with 2L + 1 cold starts,
+  whose Newton loops continue from the single-start proximal points once they come within 0.05 sqrt(V_k) of them;
   implicit V_hat, switching to Stein's if the implicit iteration stalls), each point started at a secant prediction
   (linear in log alpha from the last two fixed points, checked against its own residual), converged to a residual
   of 1e-8 on the order parameters;

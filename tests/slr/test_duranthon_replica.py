@@ -291,3 +291,35 @@ def test_jacobi_eigendecomposition_matches_lapack(L):
         np.testing.assert_allclose(jnp.einsum("nji,njk->nik", U, U), jnp.broadcast_to(jnp.eye(L), M.shape),
                                    atol=1e-13)
         np.testing.assert_allclose(jnp.sort(lam, -1), jnp.linalg.eigvalsh(M), atol=1e-13 * scale)
+
+
+def test_known_minima_leave_the_multistart_map_unchanged_and_save_newton_steps(monkeypatch):
+    """A multistart evaluation with known minima (the single-start proximal points, as the verification of
+    solve_replica passes them): loops that come within SNAP_RADIUS sqrt(V_k) of a known minimum continue from it.
+    At a low-alpha fixed point where some proximal problems are non-convex (several local minima), the map value,
+    proximal points, non-convexity fraction and tracked samples equal the plain multistart evaluation's to
+    round-off, with fewer Newton steps; known minima are refused by the single-start map."""
+    import attnlab.slr.replica as R
+
+    act = activation("softmax")
+    s = frozen_samples(jax.random.key(5), "spiked", 2.0, 3, 400)
+    r = solve_replica(act, 0.6, 0.3, 0.3, s, (0.1, 0.1, 3.0, 0.3, 0.4, 3.0))
+    assert r.converged
+    steps, presolve = [], R._presolve
+
+    def counting(*args, **kwargs):
+        ends = presolve(*args, **kwargs)
+        steps.append(int(ends.steps.sum()))
+        return ends
+
+    monkeypatch.setattr(R, "_presolve", counting)
+    plain = R.evaluate_map(act, r.order, 0.6, 0.3, 0.3, s, multistart=True)
+    fast = R.evaluate_map(act, r.order, 0.6, 0.3, 0.3, s, multistart=True, known=r.chi)
+    assert plain.nonconvex > 0 and plain.track is not None  # the case that matters: several local minima
+    np.testing.assert_allclose(fast.order, plain.order, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(fast.chi), np.asarray(plain.chi), rtol=0, atol=1e-10)
+    assert fast.nonconvex == plain.nonconvex
+    np.testing.assert_array_equal(fast.track[0], plain.track[0])
+    assert steps[1] < 0.8 * steps[0]
+    with pytest.raises(ValueError, match="known minima"):
+        R.evaluate_map(act, r.order, 0.6, 0.3, 0.3, s, multistart=False, known=r.chi)
