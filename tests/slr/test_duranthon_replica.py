@@ -323,3 +323,30 @@ def test_known_minima_leave_the_multistart_map_unchanged_and_save_newton_steps(m
     assert steps[1] < 0.8 * steps[0]
     with pytest.raises(ValueError, match="known minima"):
         R.evaluate_map(act, r.order, 0.6, 0.3, 0.3, s, multistart=False, known=r.chi)
+
+
+def test_rescaled_start_is_the_map_at_the_new_alpha():
+    """F(x; alpha) = prior_update(alpha M(x)) (the hats are alpha times sample means at x): a recorded evaluation
+    at alpha = 2 rescaled to alpha = 3.5 equals the map evaluated there, and the rebuilt secant pairs are
+    differences of those residuals. Evaluations of another V_hat estimator are not used."""
+    from attnlab.slr.replica import evaluate_map, prior_update, rescaled_start
+
+    act = activation("softmax")
+    s = frozen_samples(jax.random.key(6), "spiked", 2.0, 3, 300)
+    xs = [np.array([0.5, 0.6, 1.5, 0.8, 0.9, 1.2]) + 0.05 * k for k in range(3)]
+    record = [(x, evaluate_map(act, x, 2.0, 0.3, 0.4, s, multistart=False), 2.0, "implicit") for x in xs]
+    record.append((xs[0], evaluate_map(act, xs[0], 2.0, 0.3, 0.4, s, multistart=False, jacobian="stein"), 2.0,
+                   "stein"))
+    x, v, dX, dG = rescaled_start(record, 3.5, 0.3, 0.4, "implicit")
+    direct = [evaluate_map(act, x_, 3.5, 0.3, 0.4, s, multistart=False) for x_ in xs]
+    np.testing.assert_array_equal(x, xs[-1])
+    np.testing.assert_allclose(v.order, direct[-1].order, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(v.hats, direct[-1].hats, rtol=1e-12, atol=1e-14)
+    assert math.isnan(v.at)
+    g = [d.order - x_ for d, x_ in zip(direct, xs)]
+    assert len(dX) == len(dG) == 2
+    for j in range(2):
+        np.testing.assert_allclose(dX[j], xs[j + 1] - xs[j])
+        np.testing.assert_allclose(dG[j], g[j + 1] - g[j], rtol=1e-10, atol=1e-13)
+    np.testing.assert_array_equal(prior_update(np.full(6, np.nan), 0.3, 0.4), np.full(6, np.nan))
+    assert rescaled_start(record[:1], 3.5, 0.3, 0.4, "implicit") is None

@@ -735,6 +735,17 @@ class MapValue(NamedTuple):
         return bool(np.all(np.isfinite(self.order)))
 
 
+def prior_update(hats, lam_k: float, lam_v: float) -> np.ndarray:
+    """The ridge prior's update of spec 4.2: ``V_a = 1/(lambda_a + V_hat_a)``, ``m_a = m_hat_a V_a``,
+    ``q_a = (m_hat_a^2 + q_hat_a) V_a^2``, from the hats ``(m_hat_k, q_hat_k, V_hat_k, m_hat_v, q_hat_v, V_hat_v)``;
+    NaN where ``lambda_a + V_hat_a <= 0`` or a hat is not finite."""
+    mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = (float(h) for h in hats)
+    if not (np.all(np.isfinite(hats)) and lam_k + Vh_k > 0 and lam_v + Vh_v > 0):
+        return np.full(6, np.nan)
+    V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
+    return np.array([mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v])
+
+
 def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSamples, n_newton: int = 30,
                  jacobian: str = "implicit", multistart: bool = True, chi0=None, track=None,
                  known=None) -> MapValue:
@@ -806,11 +817,7 @@ def evaluate_map(act: Activation, order, alpha, lam_k, lam_v, samples: FrozenSam
             ncvx = np.zeros(chi.shape[0], bool)
     hats, train, diag, frob = _reduce_hats(order_np, alpha, s, s_k, s_v, fields, ncvx, jacobian)
     hats = np.asarray(hats, dtype=np.float64)
-    mh_k, qh_k, Vh_k, mh_v, qh_v, Vh_v = hats
-    new = np.full(6, np.nan)
-    if np.all(np.isfinite(hats)) and lam_k + Vh_k > 0 and lam_v + Vh_v > 0:
-        V_k, V_v = 1.0 / (lam_k + Vh_k), 1.0 / (lam_v + Vh_v)
-        new = np.array([mh_k * V_k, (mh_k**2 + qh_k) * V_k**2, V_k, mh_v * V_v, (mh_v**2 + qh_v) * V_v**2, V_v])
+    new = prior_update(hats, lam_k, lam_v)
     diag = np.asarray(diag)
     at = at_eigenvalue(np.asarray(frob), float(order_np[2]), float(order_np[5]))
     return MapValue(new, hats, float(train), *(float(t) for t in diag), at, chi, track_out)
@@ -892,7 +899,7 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
                   damping: float = 0.5, tol: float = 1e-8, max_iter: int = 500, n_newton: int = 30,
                   method: str = "anderson", memory: int = 6, branch: str = "", multistart: bool | str = "verify",
                   jacobian: str = "auto", warm_start: bool = True, chi0=None, history=None,
-                  v0=None, track0=None) -> ReplicaResult:
+                  v0=None, track0=None, record=None) -> ReplicaResult:
     r"""Fixed point of the map F (:func:`evaluate_map`) from ``init`` (six numbers), to ``max|F(x) - x| < tol``.
 
     ``method="damped"``: ``x <- damping x + (1 - damping) F(x)``.
@@ -938,6 +945,9 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     :func:`fixed_point`; continuation in alpha passes one pair along a branch). It is used by the first estimator's
     attempt only; memory 6 (the number of order parameters) with the carried history took the benchmark curve from
     495 to 373 map evaluations.
+
+    ``record``: a list to which every valid evaluation is appended as ``(x, MapValue, alpha, jacobian)`` (the last
+    ``RECORD_KEEP`` kept): :func:`continue_in_alpha` re-uses them at the next alpha (:func:`rescaled_start`).
     """
     _check_args(alpha, lam_k, lam_v, damping)
     if method not in ("anderson", "damped"):
@@ -950,13 +960,20 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
     if jacobian not in ("implicit", "unrolled", "stein", "auto"):
         raise ValueError(f"jacobian must be 'implicit', 'unrolled', 'stein' or 'auto', got {jacobian!r}")
 
+    def evaluate(x, jac, ms, chi=None, track=None, known=None):
+        v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, ms, chi, track, known)
+        if record is not None and v.valid:
+            record.append((np.asarray(x, dtype=np.float64), v, float(alpha), jac))
+            del record[:-RECORD_KEEP]
+        return v
+
     def F_with(ms, jac, chi=None, track=None):
         if ms or not warm_start:
-            return lambda x: evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, ms)
+            return lambda x: evaluate(x, jac, ms)
         last = [chi, track if chi is not None else None]
 
         def F(x):
-            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, False, last[0], last[1])
+            v = evaluate(x, jac, False, last[0], last[1])
             if v.valid:
                 last[0], last[1] = v.chi, v.track
             return v
@@ -979,7 +996,7 @@ def solve_replica(act: Activation, alpha: float, lam_k: float, lam_v: float, sam
                 return x, v, res, n, status
             # the single-start fixed point is one of the multistart map when no sample has a lower minimum there;
             # the loops use the single-start proximal points (at the last iterate, within tol of x) as known minima
-            v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, jac, True, known=v.chi)
+            v = evaluate(x, jac, True, known=v.chi)
             n += 1
             if not v.valid:
                 return x, v, res, n, "invalid"
@@ -1123,6 +1140,37 @@ def secant_predictor(points, params, target):
     return tuple(x) if x is not None else tuple(x1)
 
 
+RECORD_KEEP = 16  # evaluations that solve_replica(record=...) keeps
+
+
+def rescaled_start(record, alpha: float, lam_k: float, lam_v: float, jacobian: str, memory: int = 6):
+    """A start at a new alpha, with Anderson's memory, from the evaluations of a solve at another alpha (same
+    samples and lambdas), at no cost. The map depends on alpha only through its hats, which are alpha times sample
+    means at the input order (:func:`_reduce_hats`): F(x; alpha) = prior_update(alpha M(x)). So every recorded
+    evaluation (x, hats = alpha_0 M(x)) gives the value at the new alpha, prior_update(hats alpha / alpha_0),
+    exactly. From the last ``memory + 1`` recorded evaluations of the estimator ``jacobian`` (the one the next
+    solve starts with) this returns ``(x, v, dX, dG)``: the last point, its value at ``alpha`` (a ``MapValue``
+    whose ``at`` and jump terms are NaN), and the differences of consecutive points and of their residuals
+    F(x; alpha) - x, Anderson's secant pairs of the new map itself. None if fewer than two are valid there.
+
+    On the benchmark curve (bench/replica.py) this took the continuation from 291 to 246 map evaluations against
+    the secant prediction (which costs one evaluation to check and carries the previous alpha's secant pairs).
+    ``memory + 1`` points are used because more (8 to 13 pairs, measured) made the first steps worse at low alpha,
+    where proximal minimisers switch between iterates."""
+    pts = []
+    for x, v, a, _ in [r for r in record if r[3] == jacobian][-(memory + 1):]:
+        hats = np.asarray(v.hats, dtype=np.float64) * (alpha / a)
+        new = prior_update(hats, lam_k, lam_v)
+        if np.all(np.isfinite(new)):
+            pts.append((x, new, v._replace(order=new, hats=hats, at=math.nan, jump_k=math.nan, jump_k_se=math.nan,
+                                           jump_v=math.nan, jump_v_se=math.nan)))
+    if len(pts) < 2:
+        return None
+    dX = [x2 - x1 for (x1, _, _), (x2, _, _) in zip(pts[:-1], pts[1:])]
+    dG = [(n2 - x2) - (n1 - x1) for (x1, n1, _), (x2, n2, _) in zip(pts[:-1], pts[1:])]
+    return pts[-1][0], pts[-1][2], dX, dG
+
+
 def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, samples: FrozenSamples, init,
                       chi0=None, track0=None, branch: str = "", history=None, prior=(),
                       **kw) -> list[ReplicaResult]:
@@ -1130,13 +1178,17 @@ def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, sampl
     :func:`solve_replica` (``kw`` are its options). Stops after the first point that did not converge (it is then
     the last result).
 
-    Each later point starts at the secant prediction from the last two converged points (:func:`secant_predictor`;
-    ``prior``: converged ``(order, alpha)`` pairs before the first point, to seed it), with the previous point's
-    proximal points (``chi0`` for the first) and tracked minima (``track0``, see :func:`evaluate_map`) as the inner
-    warm start and Anderson's memory carried along (``history``). A prediction is checked before it is used: if its
-    residual |F(x) - x| exceeds its own step from the last point, it is worse than no prediction (seen after a
-    point where minimisers switched: a residual of 3 where 6e-3 is typical) and the last point is the start
-    instead; the map value computed for the check is reused by the solver. ``n_iter`` counts every evaluation."""
+    Each later point starts where the previous solve's last evaluation was, with that evaluation's value at the
+    new alpha and Anderson's memory rebuilt from its last evaluations, all at no cost (:func:`rescaled_start`),
+    and with the previous point's proximal points (``chi0`` for the first) and tracked minima (``track0``, see
+    :func:`evaluate_map`) as the inner warm start. Where that is not available (the first point after ``prior``,
+    or after a solve that ended with another V_hat estimator), it starts at the secant prediction from the last
+    two converged points (:func:`secant_predictor`; ``prior``: converged ``(order, alpha)`` pairs before the first
+    point, to seed it) with Anderson's memory carried along (``history``). A secant prediction is checked before
+    it is used: if its residual |F(x) - x| exceeds its own step from the last point, it is worse than no prediction
+    (seen after a point where minimisers switched: a residual of 3 where 6e-3 is typical) and the last point is
+    the start instead; the map value computed for the check is reused by the solver. ``n_iter`` counts every
+    evaluation."""
     alphas = tuple(float(a) for a in alphas)
     hist = history if history is not None else ([], [])
     multistart = kw.get("multistart", "verify")
@@ -1145,9 +1197,23 @@ def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, sampl
     warm = kw.get("warm_start", True)
     done, at = [tuple(p[0]) for p in prior], [float(p[1]) for p in prior]
     chi, track = chi0, track0
+    first_jac = "implicit" if kw.get("jacobian", "auto") == "auto" else kw.get("jacobian", "auto")
+    record: list = []
     results: list[ReplicaResult] = []
     for alpha in alphas:
         x, v, spent = (tuple(init), None, 0) if not done else (secant_predictor(done, at, alpha), None, 0)
+        start = rescaled_start(record, alpha, lam_k, lam_v, first_jac, kw.get("memory", 6)) if results else None
+        if start is not None:
+            x, v, dX, dG = start
+            x, v = tuple(x), (v if multistart is not True else None)
+            hist[0][:], hist[1][:] = dX, dG
+            r = solve_replica(act, alpha, lam_k, lam_v, samples, x, chi0=chi, track0=track, history=hist,
+                              branch=branch, v0=v, record=record, **kw)
+            results.append(r)
+            if not r.converged:
+                break
+            done, at, chi, track = done + [tuple(r.order)], at + [alpha], r.chi, r.track
+            continue
         if len(done) >= 2 and check:
             v = evaluate_map(act, x, alpha, lam_k, lam_v, samples, n_newton, "implicit", False,
                              chi if warm else None, track if warm else None)
@@ -1155,7 +1221,7 @@ def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, sampl
             if not (v.valid and float(np.max(np.abs(v.order - np.asarray(x)))) <= step):
                 x, v, spent = done[-1], None, 1
         r = solve_replica(act, alpha, lam_k, lam_v, samples, x, chi0=chi, track0=track, history=hist,
-                          branch=branch, v0=v, **kw)
+                          branch=branch, v0=v, record=record, **kw)
         r = r._replace(n_iter=r.n_iter + spent + (v is not None))
         results.append(r)
         if not r.converged:
