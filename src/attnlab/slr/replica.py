@@ -1102,15 +1102,27 @@ def lambda_path(lam: float, lam_start: float = 1.0, per_decade: int = 2) -> list
 def continue_in_lambda(act: Activation, alpha: float, lam_k: float, lam_v: float, samples: FrozenSamples, init,
                        lam_start: float = 1.0, per_decade: int = 2, **kw) -> list[ReplicaResult]:
     """Continuation in lambda at fixed alpha: solve at ``lam_start`` (or at the target if it is larger), then along
-    a geometric path down to (lam_k, lam_v) (both scaled together), each solve started at the previous fixed
-    point (its proximal points and tracked minima as the inner warm start). Stops at the first point that does not
-    converge. Returns
-    every point's result (the last is the target if all converged)."""
+    a geometric path down to (lam_k, lam_v) (both scaled together), each solve started at the previous solve's
+    last evaluation (its proximal points and tracked minima as the inner warm start), with that evaluation's
+    value at the new lambdas and Anderson's memory rebuilt from the last evaluations, at no cost: the hats do
+    not depend on lambda, which enters only the prior update (:func:`rescaled_start`). Stops at the first point
+    that does not converge. Returns every point's result (the last is the target if all converged)."""
     path = lambda_path(min(lam_k, lam_v), lam_start, per_decade)
     scale = [p / min(lam_k, lam_v) for p in path]
     out, x, chi, track = [], init, None, None
+    first_jac = "implicit" if kw.get("jacobian", "auto") == "auto" else kw.get("jacobian", "auto")
+    record: list = []
     for s in scale:
-        r = solve_replica(act, alpha, lam_k * s, lam_v * s, samples, x, chi0=chi, track0=track, **kw)
+        v0 = hist = None
+        start = (rescaled_start(record, alpha, lam_k * s, lam_v * s, first_jac, kw.get("memory", 6))
+                 if out and out[-1].jacobian == first_jac else None)
+        if start is not None:
+            x, v0, dX, dG = start
+            x, hist = tuple(x), (dX, dG)
+            if kw.get("multistart", "verify") is True:
+                v0 = None
+        r = solve_replica(act, alpha, lam_k * s, lam_v * s, samples, x, chi0=chi, track0=track, history=hist,
+                          v0=v0, record=record, **kw)
         out.append(r)
         if not r.converged:
             break
@@ -1202,7 +1214,8 @@ def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, sampl
     results: list[ReplicaResult] = []
     for alpha in alphas:
         x, v, spent = (tuple(init), None, 0) if not done else (secant_predictor(done, at, alpha), None, 0)
-        start = rescaled_start(record, alpha, lam_k, lam_v, first_jac, kw.get("memory", 6)) if results else None
+        start = (rescaled_start(record, alpha, lam_k, lam_v, first_jac, kw.get("memory", 6))
+                 if results and results[-1].jacobian == first_jac else None)
         if start is not None:
             x, v, dX, dG = start
             x, v = tuple(x), (v if multistart is not True else None)

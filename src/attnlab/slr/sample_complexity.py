@@ -30,7 +30,13 @@ from attnlab.slr.activations import activation
 from attnlab.slr.duranthon_data import sample_sequences, sample_teacher_sqrtD
 from attnlab.slr.erm import fit_erm, fresh_test_error, informed_start, overlaps7
 from attnlab.slr.population import bayes_risk_mc, overlap_risk
-from attnlab.slr.replica import bayes_optimal_test_error, frozen_samples, solve_bayes_optimal, solve_replica
+from attnlab.slr.replica import (
+    bayes_optimal_test_error,
+    frozen_samples,
+    rescaled_start,
+    solve_bayes_optimal,
+    solve_replica,
+)
 
 __all__ = ["theory_vs_simulation", "low_snr_diagnostics"]
 
@@ -77,6 +83,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         informed = (c0, c0 * c0, 1.0, 1.0, 1.0, 1.0)
         starts = [[None] * n_sets for _ in range(n_g)]
         chis = [[None] * n_sets for _ in range(n_g)]
+        records = [[[] for _ in range(n_sets)] for _ in range(n_g)]  # each path's last evaluations
         for i, alpha in enumerate(alphas):
             best, by_g = None, []
             for g, (lk, lv) in enumerate(pairs):
@@ -87,11 +94,18 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                         prev = by_g[-1][0][s] if by_g else None
                         x0, c_0 = ((tuple(prev.order), (prev.chi, prev.track)) if prev is not None and prev.converged
                                    else (informed, (None, None)))
-                    r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0[0], track0=c_0[1])
+                    # a path that has converged before starts from its last evaluations rescaled to this alpha
+                    start, v0, hist = rescaled_start(records[g][s], alpha, lk, lv, "implicit"), None, None
+                    if start is not None:
+                        x0, v0, hist = tuple(start[0]), start[1], (start[2], start[3])
+                    r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0[0], track0=c_0[1], v0=v0,
+                                      history=hist, record=records[g][s])
                     rs.append(r)
                     grid_conv[a, i, g, s], grid_at[a, i, g, s] = r.converged, r.at
                     if r.converged:
                         starts[g][s], chis[g][s] = tuple(r.order), (r.chi, r.track)
+                    else:  # the next alpha starts from the last converged point instead
+                        records[g][s].clear()
                     o = r.order
                     if r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2:
                         # common random numbers across sets and lambdas: the spread is the sets' error
@@ -237,13 +251,19 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
         for j, jac in enumerate(jacobians):
             for b, name in enumerate(branches):
                 for s in range(n_sets):
-                    x, chi, track = starts[name], None, None
+                    x, chi, track, record = starts[name], None, None, []
                     for m, lam in enumerate(lams):
                         if x is None:  # the path broke at a larger lambda: no start on this branch
                             status[i, m, j, b, s] = "continuation_stopped"
                             continue
+                        # from the last solve's evaluations, rescaled to this lambda at no cost
+                        start = rescaled_start(record, alpha, lam, lam, jac) if m else None
+                        v0, hist = None, None
+                        if start is not None:
+                            x, v0, hist = tuple(start[0]), start[1], (start[2], start[3])
                         r = solve_replica(act, alpha, lam, lam, sets[s], x, tol=tol, max_iter=max_iter,
-                                          branch=name, jacobian=jac, chi0=chi, track0=track)
+                                          branch=name, jacobian=jac, chi0=chi, track0=track, v0=v0,
+                                          history=hist, record=record)
                         idx = (i, m, j, b, s)
                         order[idx], res[idx], obj[idx], train[idx] = r.order, r.residual, r.objective, r.train_loss
                         ncvx[idx], inner[idx], n_iter[idx], conv[idx] = (r.nonconvex, r.inner_unconverged,
