@@ -1110,7 +1110,7 @@ def continue_in_lambda(act: Activation, alpha: float, lam_k: float, lam_v: float
     path = lambda_path(min(lam_k, lam_v), lam_start, per_decade)
     scale = [p / min(lam_k, lam_v) for p in path]
     out, x, chi, track = [], init, None, None
-    first_jac = "implicit" if kw.get("jacobian", "auto") == "auto" else kw.get("jacobian", "auto")
+    first_jac = _first_estimator(kw)
     record: list = []
     for s in scale:
         v0 = hist = None
@@ -1119,8 +1119,6 @@ def continue_in_lambda(act: Activation, alpha: float, lam_k: float, lam_v: float
         if start is not None:
             x, v0, dX, dG = start
             x, hist = tuple(x), (dX, dG)
-            if kw.get("multistart", "verify") is True:
-                v0 = None
         r = solve_replica(act, alpha, lam_k * s, lam_v * s, samples, x, chi0=chi, track0=track, history=hist,
                           v0=v0, record=record, **kw)
         out.append(r)
@@ -1153,6 +1151,14 @@ def secant_predictor(points, params, target):
 
 
 RECORD_KEEP = 16  # evaluations that solve_replica(record=...) keeps
+
+
+def _first_estimator(kw) -> str:
+    """The V_hat estimator a solve with options ``kw`` starts with ("auto" starts with the implicit one). A
+    rescaled start's value ``v0`` is that estimator's; solve_replica ignores ``v0`` when it iterates the multistart
+    map directly (``multistart=True``)."""
+    jacobian = kw.get("jacobian", "auto")
+    return "implicit" if jacobian == "auto" else jacobian
 
 
 def rescaled_start(record, alpha: float, lam_k: float, lam_v: float, jacobian: str, memory: int = 6):
@@ -1209,7 +1215,7 @@ def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, sampl
     warm = kw.get("warm_start", True)
     done, at = [tuple(p[0]) for p in prior], [float(p[1]) for p in prior]
     chi, track = chi0, track0
-    first_jac = "implicit" if kw.get("jacobian", "auto") == "auto" else kw.get("jacobian", "auto")
+    first_jac = _first_estimator(kw)
     record: list = []
     results: list[ReplicaResult] = []
     for alpha in alphas:
@@ -1217,7 +1223,7 @@ def continue_in_alpha(act: Activation, alphas, lam_k: float, lam_v: float, sampl
                  if results and results[-1].jacobian == first_jac else None)
         if start is not None:  # free: the value at x is not counted
             x, v, hist[0][:], hist[1][:] = start
-            x, v, spent = tuple(x), (v if multistart is not True else None), 0
+            x, spent = tuple(x), 0
         else:
             x, v, spent = (tuple(init), None, 0) if not done else (secant_predictor(done, at, alpha), None, 0)
             if len(done) >= 2 and check:
