@@ -2,10 +2,12 @@
 
 Reports pair interactions per second (N^2 / wall time of one Euler step, after compilation; best of 10-15 repeats
 at N = 1e4, of 2 at 5e4)
-for N in {1e4, 5e4}, float32 and float64, with the default kernel (``method="auto"``: the a-priori-shift kernel,
-see attnlab/particles/attention.py); the online-softmax kernel (``method="online"``) and dense JAX attention (N x N
-softmax materialised) at N = 1e4 only (dense at 5e4 needs 10 GB in float32); the peak resident memory of a float32
-step at N = 1e5 in a fresh process. Because the machine may be shared, each line also gives pairs per CPU-second
+for N in {1e4, 5e4}, float32 and float64, with the default kernel (``method="auto"``: in float32 on CPU the C kernel of
+attnlab/particles/native.py, one exponential per unordered pair; in float64 the a-priori-shift JAX kernel, see
+attnlab/particles/attention.py); the JAX kernels alone (``method="xla"``), the online-softmax kernel
+(``method="online"``) and dense JAX attention (N x N softmax materialised) at N = 1e4 only (dense at 5e4 needs 10 GB
+in float32); the peak resident memory of a float32 step at N = 1e5 in a fresh process. Because the machine may be
+shared, each line also gives pairs per CPU-second
 (N^2 / process CPU time of the same step, all threads; on an idle machine with c cores the wall rate can reach up to
 c times that), and the JSON records the 1-minute load average before and after. The last line is a JSON object with
 ``ratio_vs_dense``, ``gpairs_per_s_n10000`` and ``peak_rss_gb_n100000``.
@@ -25,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 import attnlab  # noqa: F401  (float64)
+from attnlab.particles import native
 from attnlab.particles.attention import attention, attention_dense
 from attnlab.particles.init import uniform_sphere
 
@@ -39,7 +42,7 @@ def _step_fn(kind, dtype, block_q=1024, block_k=2048):
             eye = EYE.astype(dtype)
             a = attention_dense(xd, eye, eye, eye, BETA).astype(x.dtype)
         else:
-            method = "auto" if kind == "blocked" else kind
+            method = "auto" if kind == "blocked" else kind  # "blocked": the default (C kernel where it applies)
             a = attention(x, EYE, EYE, EYE, BETA, block_q=block_q, block_k=block_k, dtype=dtype, method=method)
         y = x + 0.01 * a
         return y / jnp.linalg.norm(y, axis=1, keepdims=True)
@@ -81,6 +84,7 @@ def main(quick=False):
         for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
             _report(results, "blocked", name, n, *time_step(n, "blocked", dtype, repeats=15 if n <= 10_000 else 2))
     # the same best-of-15 at N = 1e4 for every kernel
+    _report(results, "xla", "float32", 10_000, *time_step(10_000, "xla", jnp.float32, repeats=15))
     _report(results, "online", "float32", 10_000, *time_step(10_000, "online", jnp.float32, repeats=15))
     for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
         _report(results, "dense", name, 10_000, *time_step(10_000, "dense", dtype, repeats=15))
@@ -91,6 +95,7 @@ def main(quick=False):
         "gpairs_per_s_n10000": results["blocked_float32_n10000"],
         "peak_rss_gb_n100000": None if quick else rss,
         **{k: round(v, 4) for k, v in results.items()},
+        "native_kernel": native.available() or native.unavailable_reason(),
         "backend": jax.default_backend(),
         "cpu_count": os.cpu_count(),
         "loadavg_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],

@@ -29,9 +29,15 @@ GPU and is vmapped over independent runs. Two ways to choose m_i:
   >= 2^min(0, t_ii - b_i + margin). On the sphere with Q^T K = I (all of the paper's presets but Fig. 4) t_ii = b_i,
   so l_i >= 1. The normaliser can only underflow when every score of row i lies more than margin + 60 below b_i
   (in base 2): that is detected (l_i < 2^-60 in float32, 2^-900 in float64).
-* ``method="auto"`` (the default): ``shift``, and if any row's l_i is below that threshold, the whole call is redone
+* ``method="xla"``: ``shift``, and if any row's l_i is below that threshold, the whole call is redone
   with ``online`` (a ``lax.cond``; under ``vmap`` a custom batching rule keeps the condition unbatched, so a batch of
   runs redoes the batch only when one of them needs it, instead of computing both kernels every time).
+* ``method="auto"`` (the default): in float32 on CPU with 2 <= d <= 8, the C kernel of
+  :mod:`attnlab.particles.native` (one exponential per unordered pair, valid when S = Q^T K is symmetric), used when
+  S is symmetric (to 1e-6 relative) and the scores cannot overflow (S positive semi-definite, or the Cauchy-Schwarz
+  bound), and kept when its result is finite with every l_i >= 2^-60; otherwise, and everywhere else (float64, GPU,
+  no C compiler, ``ATTNLAB_NATIVE=0``), ``xla``. The fallback is decided for a whole vmapped batch at once, as above.
+  Derivatives (JVP) always go through the JAX kernels.
 
 In float32 the shift kernel computes 2^t with a degree-5 polynomial on the reduced argument (t = n + f, n = round(t),
 |f| <= 1/2, 2^t = p(f) * 2^n with 2^n assembled from its exponent bits; p is a minimax fit to 2^f in relative error,
@@ -51,12 +57,14 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from attnlab.particles import native
+
 __all__ = ["attention", "attention_dense", "log_normalizer", "log_normalizer_dense", "check_qkv", "exp2_f32",
            "METHODS"]
 
 Normalization = Literal["sa", "usa"]
-Method = Literal["auto", "shift", "online"]
-METHODS = ("auto", "shift", "online")
+Method = Literal["auto", "xla", "shift", "online"]
+METHODS = ("auto", "xla", "shift", "online")
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -194,16 +202,19 @@ def _underflow_free(acc):
     return jnp.all(jnp.log2(acc[..., -1]) >= _TINY_LOG2[jnp.dtype(acc.dtype).name])
 
 
+def _xla_plain(q, k, v1, beta, block_q, block_k):
+    """``shift``, redone with ``online`` when some l_i underflows (plain ``lax.cond``)."""
+    m, acc = _shifted(q, k, v1, beta, block_q, block_k)
+    return jax.lax.cond(_underflow_free(acc), lambda: (m, acc), lambda: _online(q, k, v1, beta, block_q, block_k))
+
+
 @cache
 def _auto(block_q, block_k):
     """``shift`` with a fallback to ``online``. The batching rule keeps the fallback's condition unbatched; the JVP
     rule differentiates the plain ``lax.cond`` version (custom_vmap alone does not support autodiff)."""
     shifted = partial(_shifted, block_q=block_q, block_k=block_k)
     online = partial(_online, block_q=block_q, block_k=block_k)
-
-    def plain(q, k, v1, beta):
-        m, acc = shifted(q, k, v1, beta)
-        return jax.lax.cond(_underflow_free(acc), lambda: (m, acc), lambda: online(q, k, v1, beta))
+    plain = partial(_xla_plain, block_q=block_q, block_k=block_k)
 
     batched = jax.custom_batching.custom_vmap(plain)
 
@@ -226,12 +237,82 @@ def _auto(block_q, block_k):
     return kernel
 
 
-def _kernel(q, k, v1, beta, method, block_q, block_k):
+def _native_applies(dt, d: int) -> bool:
+    """Static: can ``method="auto"`` use the C kernel here (float32, CPU backend, 2 <= d <= MAX_D, compiled)?"""
+    return (jnp.dtype(dt).name == "float32" and 2 <= d <= native.MAX_D and jax.default_backend() == "cpu"
+            and native.available())
+
+
+def _native_sums(q2, c, x, u):
+    return jax.pure_callback(lambda *a: native.symmetric_sums(*a), jax.ShapeDtypeStruct(u.shape, u.dtype),
+                             q2, c, x, u, vmap_method="sequential")
+
+
+def _native_inputs(x, S, beta):
+    """(q2, c, C, usable): base-2 queries of the symmetrised S, c_i = t_ii / 2, C = max c, and whether the symmetric
+    kernel applies (S symmetric to 1e-6 relative, and t_ij - c_i - c_j <= 64 for every pair: guaranteed when S is
+    positive semi-definite, else checked by Cauchy-Schwarz)."""
+    scale = jnp.max(jnp.abs(S)) + jnp.finfo(S.dtype).tiny
+    sym = jnp.max(jnp.abs(S - S.T)) <= 1e-6 * scale
+    Ss = 0.5 * (S + S.T)
+    q2 = (beta * LOG2E) * (x @ Ss)
+    c = 0.5 * jnp.sum(q2 * x, axis=1)
+    psd = jnp.min(jnp.linalg.eigvalsh(Ss.astype(jnp.float64) if jax.config.jax_enable_x64 else Ss)) >= -1e-6 * scale
+    cs = jnp.max(jnp.linalg.norm(q2, axis=1)) * jnp.max(jnp.linalg.norm(x, axis=1)) - 2.0 * jnp.min(c) <= 64.0
+    return q2, c, jnp.max(c), sym & (psd | cs)
+
+
+def _native_kernel(x, S, v1, beta):
+    """(m, acc, ok) by the C kernel (module docstring of :mod:`attnlab.particles.native`); ``ok`` is False when it
+    does not apply or its result is unusable."""
+    n, d = x.shape
+    q2, c, C, usable = _native_inputs(x, S, beta)
+    width = v1.shape[1]
+    u = v1 * exp2_f32(c - C)[:, None]
+    if width < d + 1:  # log Z only: the kernel always carries d + 1 columns
+        u = jnp.concatenate([jnp.zeros((n, d + 1 - width), u.dtype), u], axis=1)
+    acc = jax.lax.cond(usable, lambda: _native_sums(q2, c, x, u), lambda: jnp.ones_like(u))[:, -width:]
+    ok = usable & jnp.all(jnp.isfinite(acc)) & _underflow_free(acc)
+    return (c + C) * LN2, acc, ok
+
+
+@cache
+def _auto_native(block_q, block_k):
+    """The C kernel with the JAX kernels (``xla``) as fallback; same batching and JVP arrangement as :func:`_auto`."""
+    xla = _auto(block_q, block_k)
+
+    def plain(x, S, q, k, v1, beta):
+        m, acc, ok = _native_kernel(x, S, v1, beta)
+        return jax.lax.cond(ok, lambda: (m, acc), lambda: xla(q, k, v1, beta))
+
+    batched = jax.custom_batching.custom_vmap(plain)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, x, S, q, k, v1, beta):
+        axes = tuple(0 if b else None for b in in_batched)
+        m, acc, ok = jax.vmap(_native_kernel, in_axes=(axes[0], axes[1], axes[4], axes[5]))(x, S, v1, beta)
+        out = jax.lax.cond(jnp.all(ok), lambda: (m, acc), lambda: jax.vmap(xla, in_axes=axes[2:])(q, k, v1, beta))
+        return out, (True, True)
+
+    @jax.custom_jvp
+    def kernel(x, S, q, k, v1, beta):
+        return batched(x, S, q, k, v1, beta)
+
+    @kernel.defjvp
+    def _jvp(primals, tangents):  # the output depends on (q, k, v1, beta) alone; x and S only re-express q and k
+        return jax.jvp(partial(_xla_plain, block_q=block_q, block_k=block_k), primals[2:], tangents[2:])
+
+    return kernel
+
+
+def _kernel(q, k, v1, beta, method, block_q, block_k, x=None, S=None):
+    if method == "auto" and x is not None and _native_applies(q.dtype, q.shape[1]):
+        return _auto_native(block_q, block_k)(x, S, q, k, v1, beta)
     if method == "online":
         return _online(q, k, v1, beta, block_q, block_k)
     if method == "shift":
         return _shifted(q, k, v1, beta, block_q, block_k)
-    return _auto(block_q, block_k)(q, k, v1, beta)
+    return _auto(block_q, block_k)(q, k, v1, beta)  # "xla", or "auto" where the C kernel does not apply
 
 
 def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q: int = 1024, block_k: int = 2048,
@@ -253,7 +334,8 @@ def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype, met
     xc = x.astype(dt)
     q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T
     v1 = jnp.concatenate([xc @ jnp.asarray(V, dt).T, jnp.ones((x.shape[0], 1), dt)], axis=1)
-    m, acc = _kernel(q, k, v1, jnp.asarray(beta, dt), method, block_q, block_k)
+    S = jnp.asarray(Q, dt).T @ jnp.asarray(K, dt)
+    m, acc = _kernel(q, k, v1, jnp.asarray(beta, dt), method, block_q, block_k, xc, S)
     a, l = acc[:, :-1], acc[:, -1:]
     if normalization == "sa":
         out = a / l
@@ -274,7 +356,8 @@ def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype, method):
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
     q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T
-    m, acc = _kernel(q, k, jnp.ones((x.shape[0], 1), dt), jnp.asarray(beta, dt), method, block_q, block_k)
+    S = jnp.asarray(Q, dt).T @ jnp.asarray(K, dt)
+    m, acc = _kernel(q, k, jnp.ones((x.shape[0], 1), dt), jnp.asarray(beta, dt), method, block_q, block_k, xc, S)
     return (m + jnp.log(acc[:, 0])).astype(x.dtype)
 
 
