@@ -23,8 +23,9 @@ description and figure title:
 * Fig. 3: three wrapped normals, means (1, 2.5, 4.5) rad, weights (0.4, 0.35, 0.25), variance 0.1; T = 0.25 at full
   size (5e4 tokens, 250 steps: 6.25e11 pair interactions); the quick run uses beta = 20, N = 2000, T = 1.
 
-Full-size runs use the float32 kernel (tokens and observables stay float64): on the shared 2-core machine a float64
-step runs at about a quarter of the float32 rate (bench/particles.py). Quick runs use float64.
+Full-size runs use the float32 kernel (tokens and observables stay float64): on CPU that is the C kernel of
+:mod:`attnlab.particles.native` (every preset here has S = Q^T K symmetric positive definite), about 10 times the
+float64 rate on the 2-core machine (bench/particles.py). Quick runs use float64.
 * Fig. 4: Q = Id, K = V = S = diag(1, 1, 0.5) (Q^T K = V = S); four azimuth components, means (0, 1, 2.6, 4.4) rad,
   equal weights, variance 0.04, latitude uniform on [-pi/4, pi/4]; dt = 1e-2 growing to 0.05 on log-spaced
   snapshots up to T = 100. The closest pair (1 rad apart) pairs on the time scale e^{beta (1 - cos 1)} ~ 1e2 times
