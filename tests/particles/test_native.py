@@ -118,6 +118,17 @@ def test_deterministic(key):
     assert bool(jnp.all(a == b))
 
 
+def test_same_numbers_for_any_thread_count(tmp_path):
+    """Row pairs go to 8 fixed chunks summed in order, so OMP_NUM_THREADS = 1, 2, 3 give identical bits."""
+    code = ("import numpy as np, hashlib; from attnlab.particles import native; "
+            "x = np.random.default_rng(1).standard_normal((3001, 3)); x /= np.linalg.norm(x, axis=1, keepdims=True); "
+            "q = 40.0 * x; c = 0.5 * np.sum(q * x, 1); u = np.concatenate([x, np.ones((3001, 1))], 1); "
+            "print(hashlib.sha256(native.symmetric_sums(q, c, x, u).tobytes()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "OMP_NUM_THREADS": str(t)},
+                              capture_output=True, text=True, check=True).stdout.strip() for t in (1, 2, 3)}
+    assert len(digests) == 1
+
+
 def test_bad_input():
     x = np.zeros((10, 9))
     with pytest.raises(ValueError, match="2 <= d <= 8"):

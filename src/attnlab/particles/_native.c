@@ -4,8 +4,9 @@
        g_ij = 2^(<q_i, x_j> - c_i - c_j)      (symmetric in i, j when <q_i, x_j> = x_i^T S x_j with S = S^T)
        out[a][i] = sum_j g_ij u[a][j],  a = 0..D   (u[D] carries the weights of the normaliser)
    Each unordered pair {i, j} costs one exponential and feeds both rows: row i by a register reduction, row j through
-   a per-thread buffer of column sums. Two rows x 16 columns per inner step give four independent exponentials, which
-   is what lets the out-of-order core overlap their latency chains.
+   a per-chunk buffer of column sums (fixed chunks, so the result does not depend on the thread count). Two rows x 16
+   columns per inner step give four independent exponentials, which is what lets the out-of-order core overlap their
+   latency chains.
    exp2 is a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, and 2^n is added to the exponent
    bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
    most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30. */
@@ -41,20 +42,23 @@ static inline float hsum(__m256 v) {
 
 int attnlab_native_threads(void) { return omp_get_max_threads(); }
 
+/* Row pairs are dealt to ATTNLAB_CHUNKS fixed chunks (pair p to chunk p mod ATTNLAB_CHUNKS), each with its own column
+   buffer, and the buffers are summed in chunk order: the result is the same for any number of OpenMP threads. */
+#define ATTNLAB_CHUNKS 8
+
 #define DEFINE_SYM(D)                                                                                                 \
 int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, const float *u, float *out) {           \
     enum { NV = D + 1 };                                                                                            \
     if (Np % 16) return 1;                                                                                          \
-    int T = omp_get_max_threads();                                                                                  \
+    const int T = ATTNLAB_CHUNKS; /* fixed, so the sums do not depend on the number of threads */                    \
     float *buf = aligned_alloc(32, sizeof(float) * NV * (size_t)Np * T);                                            \
     if (!buf) return 2;                                                                                             \
     memset(buf, 0, sizeof(float) * NV * (size_t)Np * T);                                                            \
-    _Pragma("omp parallel")                                                                                         \
-    {                                                                                                               \
-        int th = omp_get_thread_num(), nt = omp_get_num_threads();                                                  \
+    _Pragma("omp parallel for schedule(dynamic, 1)")                                                                 \
+        for (int th = 0; th < T; th++) {                                                                          \
         float *B = buf + (size_t)th * NV * Np;                                                                      \
         const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                              \
-        for (int i = 2 * th; i < Np; i += 2 * nt) {                                                                 \
+        for (int i = 2 * th; i < Np; i += 2 * T) {                                                                   \
             __m256 qa[D], qb[D];                                                                                    \
             for (int k = 0; k < D; k++) {                                                                           \
                 qa[k] = _mm256_set1_ps(q[(size_t)k * Np + i]);                                                      \
