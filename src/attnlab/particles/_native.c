@@ -40,7 +40,6 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(a);
 }
 
-int attnlab_native_threads(void) { return omp_get_max_threads(); }
 
 /* Row pairs are dealt to ATTNLAB_CHUNKS fixed chunks (pair p to chunk p mod ATTNLAB_CHUNKS), each with its own column
    buffer, and the buffers are summed in chunk order: the result is the same for any number of OpenMP threads. */
