@@ -40,7 +40,6 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(a);
 }
 
-
 /* Row pairs are dealt to ATTNLAB_CHUNKS fixed chunks (pair p to chunk p mod ATTNLAB_CHUNKS), each with its own column
    buffer, and the buffers are summed in chunk order: the result is the same for any number of OpenMP threads. */
 #define ATTNLAB_CHUNKS 8
