@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D", "library_path"]
+__all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D"]
 
 MAX_D = 8
 PAD = 16
@@ -115,11 +115,6 @@ def unavailable_reason() -> str | None:
     """Why :func:`available` is False (None when it is True)."""
     _load()
     return _reason
-
-
-def library_path() -> Path:
-    """Directory of the compiled kernels."""
-    return _cache_dir()
 
 
 def _soa(a, n_pad: int, fill: float = 0.0):
