@@ -20,83 +20,35 @@ which is the (m, acc) pair of the blocked kernels, so SA, USA and log Z follow a
 (:mod:`attnlab.particles.attention`) checks the result (finite, every l_i >= 2^-60) and that S is symmetric and the
 scores cannot overflow, and otherwise falls back to the JAX kernels.
 
-The C source (``_native.c``) is compiled on first use with the system C compiler (``$CC``, else ``cc``/``gcc``),
-``-O3 -march=native -fopenmp``, into ``$ATTNLAB_NATIVE_CACHE`` (default ``~/.cache/attnlab/native``), keyed by a hash
-of the source, the flags and the compiler; a temporary file is renamed into place, so concurrent first uses are safe.
-Without a compiler, AVX2 or FMA, or with ``ATTNLAB_NATIVE=0``, :func:`available` is False and every caller uses the
-JAX kernels; :func:`unavailable_reason` says why.
+The C source (``_native.c``) is built and cached by :mod:`attnlab.native` (on first use, ``-O3 -march=native
+-fopenmp``). Without a compiler, AVX2 or FMA, or with ``ATTNLAB_NATIVE=0``, :func:`available` is False and every caller
+uses the JAX kernels; :func:`unavailable_reason` says why.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from attnlab import native as _build
 
 __all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D"]
 
 MAX_D = 8
 PAD = 16
 _SRC = Path(__file__).with_name("_native.c")
-_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-funroll-loops", "-fschedule-insns",
-          "-fsched-pressure")
 _reason: str | None = None
-
-
-def _compiler() -> str | None:
-    for cc in (os.environ.get("CC"), "cc", "gcc"):
-        if cc and shutil.which(cc):
-            return shutil.which(cc)
-    return None
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("ATTNLAB_NATIVE_CACHE", Path.home() / ".cache" / "attnlab" / "native"))
 
 
 @functools.cache
 def _load():
     """The compiled library (ctypes), or None with ``_reason`` set."""
     global _reason
-    if os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no"):
-        _reason = "disabled by ATTNLAB_NATIVE=0"
-        return None
-    cc = _compiler()
-    if cc is None:
-        _reason = "no C compiler found ($CC, cc, gcc)"
-        return None
-    # libgomp reads this when the library loads: idle OpenMP workers sleep instead of spinning against XLA's threads
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
-        key = hashlib.sha256(_SRC.read_bytes() + " ".join(_FLAGS).encode() + version.encode()
-                             + os.uname().machine.encode()).hexdigest()[:16]
-        target = _cache_dir() / f"attnlab_native_{key}.so"
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-            os.close(fd)
-            try:
-                res = subprocess.run([cc, *_FLAGS, str(_SRC), "-o", tmp], capture_output=True, text=True,
-                                     timeout=300)
-                if res.returncode != 0:
-                    last = (res.stderr.strip().splitlines() or ["?"])[-1]
-                    _reason = f"compiling the native kernel failed: {last}"
-                    return None
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        lib = ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError) as err:
-        _reason = f"native kernel unavailable: {err}"
+    lib, _reason = _build.load(_SRC)
+    if lib is None:
         return None
     ptr = ctypes.c_void_p
     for d in range(2, MAX_D + 1):

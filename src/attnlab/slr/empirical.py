@@ -23,7 +23,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from attnlab.slr import rgd_native
 from attnlab.slr.softmax import get_link, softmax_weights
 
 __all__ = ["empirical_loss", "rgd_step", "RGDLog", "run_rgd", "run_rgd_reference", "init_with_overlap",
@@ -130,8 +132,14 @@ def _segment_fn(links: tuple, log_every: int, n_logs: int):
     return jax.jit(lambda W, XL, Y, lam, s: jax.lax.map(lambda a: one_repeat(*a, lam, s), (W, XL, Y)))
 
 
+def _native_applies(links, token_dtype) -> bool:
+    return (jnp.dtype(token_dtype).name == "float32" and jax.default_backend() == "cpu"
+            and all(isinstance(link, str) and link in rgd_native.LINK_CODES for link in links)
+            and rgd_native.available())
+
+
 def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",), progress: Callable | None = None,
-            n_segments: int = 10, token_dtype=None) -> RGDLog:
+            n_segments: int = 10, token_dtype=None, method: str = "auto") -> RGDLog:
     """RGD of K runs per repeat: ``u0, v0`` (repeats, K, d), data ``X`` (repeats, n, L, d) shared by the K runs of a
     repeat, labels ``Y`` (repeats, K, n), ``links`` a tuple of K links (names or callables).
 
@@ -139,6 +147,10 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     per-token arithmetic between them (softmax, link, residual); the iterates, their projection and the logged
     losses stay in the dtype of ``u0``. float32 cuts the step time by about 2.5x here and its effect on the iterates
     is bounded in the tests.
+
+    ``method``: ``"xla"`` runs the steps as a compiled ``lax.scan``; ``"native"`` runs them in the C kernel of
+    :mod:`attnlab.slr.rgd_native` (float32 tokens, named links, CPU); ``"auto"`` (default) takes ``"native"`` where
+    it applies and is available.
 
     Returns the iterates at steps ``0, log_every, ..., n_steps`` on axis 1: ``u, v`` (repeats, n_logs + 1, K, d) and
     the training loss (repeats, n_logs + 1, K).
@@ -154,15 +166,30 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     n_segments = max(1, min(n_segments, n_logs))
     while n_logs % n_segments:
         n_segments -= 1
-    seg = _segment_fn(links, log_every, n_logs // n_segments)
+    if method not in ("auto", "xla", "native"):
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
+    token_dtype = jnp.dtype(token_dtype or X.dtype)
+    native = method == "native" or (method == "auto" and _native_applies(links, token_dtype))
+    if method == "native" and not _native_applies(links, token_dtype):
+        raise ValueError("method='native' needs float32 tokens, named links, the CPU backend and the compiled kernel"
+                         f" ({rgd_native.unavailable_reason() or 'available'})")
     R, n, L, d = X.shape
     K = u0.shape[1]
-    XL = jnp.swapaxes(jnp.asarray(X, dtype=token_dtype or X.dtype), 1, 2).reshape(R, L * n, d)  # token-major
     W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
     loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
     us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
+    if native:
+        Xp, Yn, Wn = rgd_native.tokens(X), np.asarray(Y), np.asarray(W, np.float64)
+    else:
+        seg = _segment_fn(links, log_every, n_logs // n_segments)
+        XL = jnp.swapaxes(jnp.asarray(X, dtype=token_dtype), 1, 2).reshape(R, L * n, d)  # token-major
     for i in range(n_segments):
-        W, (lw, ll) = seg(W, XL, Y, lam, s)
+        if native:
+            lw, ll = rgd_native.run(Xp, Yn, links, Wn, float(lam), float(s), n_logs // n_segments, log_every)
+            Wn = lw[:, -1]
+            lw, ll = jnp.asarray(lw, W.dtype), jnp.asarray(ll, loss0.dtype)
+        else:
+            W, (lw, ll) = seg(W, XL, Y, lam, s)
         us.append(lw[:, :, :K])
         vs.append(lw[:, :, K:])
         ls.append(ll)

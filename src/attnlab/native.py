@@ -1,0 +1,72 @@
+r"""Building and loading attnlab's C kernels (AVX2 + FMA, OpenMP), shared by every module that has one.
+
+A kernel's C source ships inside the package and is compiled on first use with the system C compiler (``$CC``, else
+``cc``/``gcc``), ``-O3 -march=native -fopenmp``, into ``$ATTNLAB_NATIVE_CACHE`` (default ``~/.cache/attnlab/native``),
+keyed by a hash of the source, the flags and the compiler; a temporary file is renamed into place, so concurrent first
+uses are safe. ``ATTNLAB_NATIVE=0`` disables every kernel; without a compiler, or on a CPU without AVX2 and FMA (the
+source then fails to compile), :func:`load` returns None and a one-line reason, and callers use their JAX code.
+
+Users: :mod:`attnlab.particles.native` (symmetric attention sums) and :mod:`attnlab.slr.rgd_native` (Riemannian
+gradient descent of softmax attention on an empirical risk).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = ["load", "FLAGS"]
+
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-funroll-loops", "-fschedule-insns",
+         "-fsched-pressure")
+
+
+def _compiler() -> str | None:
+    for cc in (os.environ.get("CC"), "cc", "gcc"):
+        if cc and shutil.which(cc):
+            return shutil.which(cc)
+    return None
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("ATTNLAB_NATIVE_CACHE", Path.home() / ".cache" / "attnlab" / "native"))
+
+
+@functools.cache
+def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
+    """``(library, None)`` for the compiled C file ``src``, or ``(None, reason)`` when it cannot be had."""
+    if os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no"):
+        return None, "disabled by ATTNLAB_NATIVE=0"
+    cc = _compiler()
+    if cc is None:
+        return None, "no C compiler found ($CC, cc, gcc)"
+    # libgomp reads this when the library loads: idle OpenMP workers sleep instead of spinning against XLA's threads
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        key = hashlib.sha256(src.read_bytes() + " ".join(FLAGS).encode() + version.encode()
+                             + os.uname().machine.encode()).hexdigest()[:16]
+        target = _cache_dir() / f"attnlab_{src.stem.lstrip('_')}_{key}.so"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+            os.close(fd)
+            try:
+                res = subprocess.run([cc, *FLAGS, str(src), "-o", tmp, "-lm"], capture_output=True, text=True,
+                                     timeout=300)
+                if res.returncode != 0:
+                    last = (res.stderr.strip().splitlines() or ["?"])[-1]
+                    return None, f"compiling {src.name} failed: {last}"
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return ctypes.CDLL(str(target)), None
+    except (OSError, subprocess.SubprocessError) as err:
+        return None, f"native kernel {src.name} unavailable: {err}"

@@ -1,0 +1,106 @@
+r"""A C kernel for Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, spec B6 eq. 29, B7),
+float32 token arithmetic on CPUs with AVX2 and FMA (used by :func:`attnlab.slr.empirical.run_rgd`).
+
+The math is that of :func:`attnlab.slr.empirical._joint_value_and_grad`: K runs share the tokens of a repeat; run k
+has ``a = lam X u``, ``b = X v``, ``w = softmax(a)`` over the L tokens, ``g = sigma(b)``, ``f = sum_l w_l g_l``,
+``r = f - y`` and
+
+    d/da_l = (2/n) r lam w_l (g_l - f),      d/db_l = (2/n) r w_l sigma'(b_l),      grad_u = X^T d/da,  grad_v = X^T d/db,
+
+then ``w <- (w - s (g - (w.g) w)) / |.|`` for every row, in float64.
+
+Why C: XLA on CPU runs each step as two separate token products (scores ``X [U V]^T`` and gradient ``C X``) with the
+softmax in between, so the 8 MB of float32 tokens of a Figure-2 repeat (n L = 20,000 tokens, d = 100) go through
+memory three times per step, and the tall-skinny products run at about 26 GFLOP/s on the 2-core Zen 1 machine (68 is
+its float32 peak). Here a sample's 20 tokens are loaded into cache once per step: their scores are formed in
+registers, their softmax and residuals in 8-lane vectors, and the gradient of a block of 3 samples is accumulated
+while their tokens are still in the L1 cache. Scores and per-token arithmetic are float32 (as ``token_dtype =
+float32`` in the JAX path); each block's gradient is added into a float64 accumulator (the JAX path sums all n L terms
+in float32), and the iterates, the projection and the losses are float64. One repeat runs on one OpenMP thread from
+start to end, so the result does not depend on the thread count.
+
+Differences from the JAX float32 path are float32 round-off (the order of the sums and a polynomial exp2 with
+relative error below 2e-7), bounded in ``tests/slr/test_rgd_native.py``.
+
+Built and cached by :mod:`attnlab.native`; ``ATTNLAB_NATIVE=0`` disables it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from attnlab import native as _build
+
+__all__ = ["available", "unavailable_reason", "LINK_CODES", "run"]
+
+LINK_CODES = {"linear": 0, "quadratic": 1, "relu": 2}
+MAX_L = 32
+_SRC = Path(__file__).with_name("_rgd_native.c")
+_reason: str | None = None
+
+
+@functools.cache
+def _load():
+    global _reason
+    lib, _reason = _build.load(_SRC)
+    if lib is None:
+        return None
+    ptr, i, dbl = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+    lib.attnlab_rgd.argtypes = [i, i, i, i, i, i, ptr, ptr, ptr, dbl, dbl, i, i, ptr, ptr, ptr]
+    lib.attnlab_rgd.restype = ctypes.c_int
+    return lib
+
+
+def available() -> bool:
+    """True when the C kernel is compiled and loaded on this machine."""
+    return _load() is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`available` is False (None when it is True)."""
+    _load()
+    return _reason
+
+
+def tokens(X) -> np.ndarray:
+    """Tokens ``X`` (R, n, L, d) as the kernel reads them: float32, C-contiguous, d zero-padded to a multiple of 8."""
+    X = np.asarray(X)
+    d = X.shape[-1]
+    dp = -(-d // 8) * 8
+    out = np.zeros(X.shape[:-1] + (dp,), np.float32)
+    out[..., :d] = X
+    return out
+
+
+def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
+    """``n_logs * log_every`` RGD steps of K runs per repeat.
+
+    ``Xp`` (R, n, L, dp) from :func:`tokens`; ``Y`` (R, K, n) labels; ``links`` K names from :data:`LINK_CODES`;
+    ``W0`` (R, 2K, d) float64 rows ``[u_1..u_K, v_1..v_K]``. Returns the iterates after every ``log_every`` steps,
+    (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K).
+    """
+    lib = _load()
+    if lib is None:
+        raise RuntimeError(_reason)
+    R, n, L, dp = Xp.shape
+    W = np.array(W0, np.float64, order="C", copy=True)
+    d, K = W.shape[-1], len(links)
+    if Xp.dtype != np.float32 or not Xp.flags.c_contiguous or dp % 8 or dp < d:
+        raise ValueError("tokens must come from rgd_native.tokens")
+    if W.shape != (R, 2 * K, d) or np.shape(Y) != (R, K, n) or not 1 <= L <= MAX_L:
+        raise ValueError(f"inconsistent shapes: tokens {Xp.shape}, labels {np.shape(Y)}, parameters {W.shape}, "
+                         f"{K} links (need L <= {MAX_L})")
+    codes = np.array([LINK_CODES[link] for link in links], np.int32)
+    Y = np.ascontiguousarray(Y, np.float32)
+    Wlog = np.empty((R, n_logs, 2 * K, d))
+    loss = np.empty((R, n_logs, K))
+    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    status = lib.attnlab_rgd(R, n, L, d, dp, K, p(Xp), p(Y), p(codes), float(lam), float(s), n_logs, log_every,
+                             p(W), p(Wlog), p(loss))
+    if status != 0:
+        raise RuntimeError(f"native RGD kernel failed (status {status})")
+    return Wlog, loss
