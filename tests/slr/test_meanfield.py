@@ -200,3 +200,17 @@ def test_relu_cross_moment_derivatives_by_finite_differences():
         for nu, sgn in ((1.0, -1), (-1.0, 1)):
             fd = (float(relu_cross_moment(h, nu + sgn * e)) - float(relu_cross_moment(h, nu))) / (sgn * e)
             assert float(dI(h, nu)[1]) == pytest.approx(fd, abs=2e-3)
+
+
+def test_mc_risk_batches_is_mc_risk_batch_per_model():
+    """Several models in one compiled call: the same numbers as one call per model with the same keys."""
+    from attnlab.slr.meanfield import mc_risk_batches
+
+    ms = [DohmatobModel(64, 6, 1.0, 0.7, link) for link in ("linear", "relu")]
+    os_ = [jnp.array([[0.9, 0.8, 0.0, 0.1, 0.1], [0.3, 0.2, 0.1, 0.0, 0.0]]), jnp.array([[1.0, 1.0, 0.0, 0.0, 0.0]])]
+    keys = [jax.random.key(3), jax.random.key(4)]
+    for (mean, se), k, o, m in zip(mc_risk_batches(keys, os_, ms, 2000), keys, os_, ms):
+        m1, s1 = mc_risk_batch(k, o, m, 2000)
+        np.testing.assert_allclose(mean, m1, rtol=1e-12)
+        np.testing.assert_allclose(se, s1, rtol=1e-12)
+        assert mean.shape == (o.shape[0],)

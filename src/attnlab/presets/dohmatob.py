@@ -64,12 +64,13 @@ from attnlab.plot import band, plt
 from attnlab.presets import Check, Preset, register
 from attnlab.slr.data import sample_dohmatob, sample_dohmatob_in_frame, sample_teacher
 from attnlab.slr.dynamics import init_sphere
-from attnlab.slr.empirical import frame_predict, init_with_overlap, overlaps5, run_rgd
-from attnlab.slr.flows import field5, integrate
+from attnlab.slr.empirical import frame_predict, init_with_overlap, run_rgd
+from attnlab.slr.flows import field5, integrate, integrate_joint
 from attnlab.slr.meanfield import (
     DohmatobModel,
     localisation_probability,
     mc_risk_batch,
+    mc_risk_batches,
     mean_field_risk,
     rem_constants_alpha,
 )
@@ -149,9 +150,24 @@ def _relabel(key, batch, v_star, eps, link):
     return get_link(link)(secret @ v_star) + eps * xi
 
 
-def _mean_field_risk_rows(o, m: DohmatobModel) -> np.ndarray:
-    """R_bar at each row ``(mu, nu, eta, zeta, rho)`` of ``o`` (k, 5), one compiled call."""
-    return np.asarray(jax.jit(jax.vmap(lambda oo: mean_field_risk(oo[0], oo[1], oo[3], oo[4], m)))(o))
+def _overlaps(u, v, u_star, v_star) -> np.ndarray:
+    """:func:`attnlab.slr.empirical.overlaps5` of iterates ``u, v`` (R, T, K, d) with each repeat's teacher
+    ``u_star, v_star`` (R, d), in NumPy float64 (no compilation): (R, T, K, 5)."""
+    u, v, us, vs = (np.asarray(a, np.float64) for a in (u, v, u_star, v_star))
+    dot = lambda a, b: np.einsum("rtkd,rd->rtk", a, b)  # noqa: E731
+    return np.stack([dot(u, us), dot(v, vs), dot(u, vs), dot(v, us), np.sum(u * v, axis=-1)], axis=-1)
+
+
+def _mean_field_risk_links(o, models, ns: int) -> np.ndarray:
+    """R_bar at overlaps ``o`` (..., K, 5) whose run axis holds ``ns`` runs per model (link), one compiled call."""
+    o = np.asarray(o)
+
+    def f(o):
+        return jnp.concatenate([jax.vmap(lambda oo, m=m: mean_field_risk(oo[0], oo[1], oo[3], oo[4], m))(
+            o[..., li * ns:(li + 1) * ns, :].reshape(-1, 5)).reshape(o.shape[:-2] + (ns,))
+            for li, m in enumerate(models)], axis=-1)
+
+    return np.asarray(jax.jit(f)(o))
 
 
 def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
@@ -167,45 +183,44 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     run_links = tuple(link for link in links for _ in STARTS)
     log = run_rgd(U0, V0, X, Yk, lam, cfg.step_size, cfg.n_steps, cfg.log_every, run_links, progress,
                   token_dtype=jnp.dtype(cfg.token_dtype))
-    o = jax.vmap(jax.vmap(jax.vmap(overlaps5, in_axes=(0, 0, None, None)), in_axes=(0, 0, None, None)))(
-        log.u, log.v, u_star, v_star)  # (R, T, K, 5)
+    o = _overlaps(log.u, log.v, u_star, v_star)  # (R, T, K, 5)
     steps = np.arange(cfg.n_steps // cfg.log_every + 1) * cfg.log_every
 
     # held-out risk: one in-frame test draw per repeat (the same tokens for every link; labels through each link),
-    # at every logged iterate and at the oracle (u*, v*) (appended as an extra row)
+    # at every logged iterate and at the oracle (u*, v*) (appended as an extra row); every link in one program
     test_keys = jax.random.split(k_test, cfg.n_repeats)
-    T, K = len(steps), nl * ns
+    T = len(steps)
     ts = steps * cfg.step_size
-    test, test_se, mf, pmu, flow_mf = (np.zeros((cfg.n_repeats, T, K)) for _ in range(5))
-    flow = np.zeros((cfg.n_repeats, T, K, 5))
-    oracle, oracle_se = np.zeros((cfg.n_repeats, nl)), np.zeros((cfg.n_repeats, nl))
     o_oracle = jnp.broadcast_to(jnp.array([1.0, 1.0, 0.0, 0.0, 0.0]), (cfg.n_repeats, 1, ns, 5))
-    for li, link in enumerate(links):
-        m = cfg.model(link)
-        ks = slice(li * ns, (li + 1) * ns)
+    o_test = jnp.concatenate([o, jnp.concatenate([o_oracle] * nl, axis=2)], axis=1)  # (R, T + 1, K, 5)
 
-        def test_risk(key, o_r, link=link):  # o_r (T + 1, ns, 5) for one repeat
+    def test_risk(key, o_r):  # o_r (T + 1, K, 5) for one repeat -> mean, se (T + 1, K)
+        out = []
+        for li, link in enumerate(links):
             Z, y = sample_dohmatob_in_frame(key, cfg.n_test, cfg.L, cfg.gamma, cfg.eps, cfg.d, link)
-            flat = o_r.reshape(-1, 5)
-            losses = jax.lax.map(lambda oo: (frame_predict(Z, oo, lam, link) - y) ** 2 - cfg.eps**2, flat)
-            mean = jnp.mean(losses, axis=-1).reshape(o_r.shape[:-1])
-            se = (jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test)).reshape(o_r.shape[:-1])
-            return mean, se
+            flat = o_r[:, li * ns:(li + 1) * ns].reshape(-1, 5)
+            losses = jax.lax.map(lambda oo, Z=Z, y=y, link=link: (frame_predict(Z, oo, lam, link) - y) ** 2
+                                 - cfg.eps**2, flat)
+            out.append((jnp.mean(losses, axis=-1).reshape(-1, ns),
+                        (jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test)).reshape(-1, ns)))
+        return jnp.concatenate([m for m, _ in out], axis=-1), jnp.concatenate([e for _, e in out], axis=-1)
 
-        mean, se = jax.jit(jax.vmap(test_risk))(test_keys, jnp.concatenate([o[:, :, ks], o_oracle], axis=1))
-        test[:, :, ks], test_se[:, :, ks] = np.asarray(mean[:, :-1]), np.asarray(se[:, :-1])
-        oracle[:, li], oracle_se[:, li] = np.asarray(mean[:, -1, 0]), np.asarray(se[:, -1, 0])
-        pmu[:, :, ks] = np.asarray(localisation_probability(o[:, :, ks, 0], m))
-        y0 = o[:, 0, ks].reshape(-1, 5)
-        traj = jax.jit(jax.vmap(lambda y, m=m: integrate(field5, y, ts, m)))(y0)  # (R * ns, T, 5)
-        traj = jnp.moveaxis(traj.reshape(cfg.n_repeats, ns, T, 5), 1, 2)
-        flow[:, :, ks] = np.asarray(traj)
-        both = jnp.concatenate([o[:, :, ks], traj]).reshape(-1, 5)
-        risk = _mean_field_risk_rows(both, m)
-        risk = risk.reshape(2, cfg.n_repeats, T, ns)
-        mf[:, :, ks], flow_mf[:, :, ks] = risk[0], risk[1]
-        if progress is not None:
-            progress(li + 1, nl)
+    mean, se = (np.asarray(x) for x in jax.jit(jax.vmap(test_risk))(test_keys, o_test))
+    test, test_se = mean[:, :-1], se[:, :-1]
+    oracle, oracle_se = mean[:, -1, ::ns], se[:, -1, ::ns]
+    models = [cfg.model(link) for link in links]
+    pmu = np.concatenate([np.asarray(localisation_probability(o[:, :, li * ns:(li + 1) * ns, 0], m))
+                          for li, m in enumerate(models)], axis=-1)
+    # the mean-field flow from every run's start, all links in one solve
+    y0s = [o[:, 0, li * ns:(li + 1) * ns].reshape(-1, 5) for li in range(nl)]
+    trajs = jax.jit(lambda y0s: integrate_joint([lambda y, m=m: field5(y, m) for m in models], y0s, ts))(y0s)
+    flow = np.concatenate([np.moveaxis(np.asarray(tr).reshape(cfg.n_repeats, ns, T, 5), 1, 2) for tr in trajs],
+                          axis=2)  # (R, T, K, 5)
+    # R_bar at the iterates and along the flow, all links in one program
+    mf, flow_mf = np.split(_mean_field_risk_links(np.stack([np.asarray(o), flow]), models, ns), 2)
+    mf, flow_mf = mf[0], flow_mf[0]
+    if progress is not None:
+        progress(1, 1)
 
     # cross-check of the in-frame held-out estimator: a fixed R^d test set per repeat, at the final iterates
     def rd_test(key, us, vs, u, v):  # one R^d test set per repeat: the same tokens for every run
@@ -219,15 +234,13 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
         jax.random.split(k_rd, cfg.n_repeats), u_star, v_star, log.u[:, -1], log.v[:, -1])
 
     # the final iterates' overlaps in the model at d_check: mean field vs Monte Carlo (in-frame, O(n L) per point)
-    mf_big, mc_big, mc_big_se = (np.zeros((cfg.n_repeats, K)) for _ in range(3))
     k_big = jax.random.fold_in(k_rd, 1)
-    for li, link in enumerate(links):
-        m_big = DohmatobModel(cfg.d_check, cfg.L, cfg.beta, cfg.gamma, link)
-        ks = slice(li * ns, (li + 1) * ns)
-        o_fin = o[:, -1, ks].reshape(-1, 5)
-        mean, se = mc_risk_batch(jax.random.fold_in(k_big, li), o_fin, m_big, cfg.n_mc_check)
-        mc_big[:, ks], mc_big_se[:, ks] = (np.asarray(x).reshape(cfg.n_repeats, ns) for x in (mean, se))
-        mf_big[:, ks] = _mean_field_risk_rows(o_fin, m_big).reshape(cfg.n_repeats, ns)
+    models_big = [DohmatobModel(cfg.d_check, cfg.L, cfg.beta, cfg.gamma, link) for link in links]
+    o_fin = [o[:, -1, li * ns:(li + 1) * ns].reshape(-1, 5) for li in range(nl)]
+    mc = mc_risk_batches([jax.random.fold_in(k_big, li) for li in range(nl)], o_fin, models_big, cfg.n_mc_check)
+    mc_big = np.concatenate([np.asarray(mean).reshape(cfg.n_repeats, ns) for mean, _ in mc], axis=-1)
+    mc_big_se = np.concatenate([np.asarray(se).reshape(cfg.n_repeats, ns) for _, se in mc], axis=-1)
+    mf_big = _mean_field_risk_links(np.asarray(o[:, -1:]), models_big, ns)[:, 0]
 
     def split(x):  # (R, T, K, ...) -> (link, start, step, repeat, ...)
         x = np.asarray(x)

@@ -176,13 +176,14 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     R, n, L, d = X.shape
     K = u0.shape[1]
     W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
-    loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
-    us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
     if native:
         Xp, Yn, Wn = rgd_native.tokens(X), np.asarray(Y), np.asarray(W, np.float64)
+        loss0 = jnp.asarray(rgd_native.run(Xp, Yn, links, Wn, float(lam), float(s), 1, 0)[1][:, 0], u0.dtype)
     else:
+        loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
         seg = _segment_fn(links, log_every, n_logs // n_segments)
         XL = jnp.swapaxes(jnp.asarray(X, dtype=token_dtype), 1, 2).reshape(R, L * n, d)  # token-major
+    us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
     for i in range(n_segments):
         if native:
             lw, ll = rgd_native.run(Xp, Yn, links, Wn, float(lam), float(s), n_logs // n_segments, log_every)

@@ -67,6 +67,7 @@ __all__ = [
     "frame_coordinates",
     "mc_risk",
     "mc_risk_batch",
+    "mc_risk_batches",
 ]
 
 _PHI0 = 1.0 / math.sqrt(2.0 * math.pi)
@@ -342,9 +343,7 @@ def mc_risk(key, mu, nu, zeta, eta, rho, m: DohmatobModel, n: int, eps: float = 
     return mc_mean(key, f, n, chunk)
 
 
-def mc_risk_batch(key, o, m: DohmatobModel, n: int, eps: float = 0.0):
-    """Monte Carlo exact risk at a batch of overlaps ``o`` (k, 5) = (mu, nu, eta, zeta, rho), one independent
-    in-frame sample of n sequences per point (one compiled call). Returns ``(mean, SE)``, each of shape (k,)."""
+def _mc_risk_points(key, o, m: DohmatobModel, n: int, eps: float):
     from attnlab.slr.data import sample_dohmatob_in_frame
     from attnlab.slr.empirical import frame_predict
 
@@ -353,5 +352,21 @@ def mc_risk_batch(key, o, m: DohmatobModel, n: int, eps: float = 0.0):
         loss = (frame_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
         return jnp.mean(loss), jnp.std(loss, ddof=1) / math.sqrt(n)
 
+    return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.shape[0]), o))
+
+
+def mc_risk_batch(key, o, m: DohmatobModel, n: int, eps: float = 0.0):
+    """Monte Carlo exact risk at a batch of overlaps ``o`` (k, 5) = (mu, nu, eta, zeta, rho), one independent
+    in-frame sample of n sequences per point (one compiled call, the points one after the other so a sample's
+    (n, L, 4) tokens are the only large array). Returns ``(mean, SE)``, each of shape (k,)."""
     o = jnp.asarray(o, dtype=jnp.float64)
-    return jax.jit(jax.vmap(one))(jax.random.split(key, o.shape[0]), o)
+    return jax.jit(lambda k, o: _mc_risk_points(k, o, m, n, eps))(key, o)
+
+
+def mc_risk_batches(keys, os, models, n: int, eps: float = 0.0):
+    """:func:`mc_risk_batch` for several models (e.g. one per link) in one compiled call: ``keys``, ``os`` and
+    ``models`` are sequences of the same length; returns a list of ``(mean, SE)``."""
+    os = [jnp.asarray(o, dtype=jnp.float64) for o in os]
+    models = tuple(models)
+    return jax.jit(lambda ks, os: [_mc_risk_points(k, o, m, n, eps) for k, o, m in zip(ks, os, models)])(
+        list(keys), os)

@@ -81,7 +81,8 @@ def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
 
     ``Xp`` (R, n, L, dp) from :func:`tokens`; ``Y`` (R, K, n) labels; ``links`` K names from :data:`LINK_CODES`;
     ``W0`` (R, 2K, d) float64 rows ``[u_1..u_K, v_1..v_K]``. Returns the iterates after every ``log_every`` steps,
-    (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K).
+    (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K). ``n_logs = 1,
+    log_every = 0`` gives the losses at ``W0``.
     """
     lib = _load()
     if lib is None:
@@ -91,6 +92,8 @@ def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
     d, K = W.shape[-1], len(links)
     if Xp.dtype != np.float32 or not Xp.flags.c_contiguous or dp % 8 or dp < d:
         raise ValueError("tokens must come from rgd_native.tokens")
+    if n_logs < 1 or log_every < 0:
+        raise ValueError(f"need n_logs >= 1 and log_every >= 0, got {n_logs}, {log_every}")
     if W.shape != (R, 2 * K, d) or np.shape(Y) != (R, K, n) or not 1 <= L <= MAX_L:
         raise ValueError(f"inconsistent shapes: tokens {Xp.shape}, labels {np.shape(Y)}, parameters {W.shape}, "
                          f"{K} links (need L <= {MAX_L})")
