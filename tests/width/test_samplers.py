@@ -9,10 +9,10 @@ import pydantic
 import pytest
 import scipy.stats as st
 
+from attnlab._random import bartlett, chi2
 from attnlab.config import resolve_config
 from attnlab.errors import AttnlabError
 from attnlab.presets.sakai import SakaiConfig
-from attnlab.width._random import bartlett, chi2
 from attnlab.width.exact import clip_event_probability, sample_first_token, sample_scores, sample_tokens
 from attnlab.width.finite import sample_reference, sample_reference_scores
 
@@ -95,7 +95,7 @@ def test_chi2_law_ks(df):
 
 
 def test_pending_indices():
-    from attnlab.width._random import _pending_indices
+    from attnlab._random import _pending_indices
 
     pending = np.zeros(1000, bool)
     pending[[1, 3, 4, 17, 640, 999]] = True

@@ -64,7 +64,7 @@ from attnlab.plot import band, plt
 from attnlab.presets import Check, Preset, register
 from attnlab.slr.data import sample_dohmatob, sample_dohmatob_in_frame, sample_teacher
 from attnlab.slr.dynamics import init_sphere
-from attnlab.slr.empirical import frame_predict, init_with_overlap, run_rgd
+from attnlab.slr.empirical import frame_predict_planes, init_with_overlap, run_rgd
 from attnlab.slr.flows import field5, integrate, integrate_joint
 from attnlab.slr.meanfield import (
     DohmatobModel,
@@ -199,7 +199,8 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
         for li, link in enumerate(links):
             Z, y = sample_dohmatob_in_frame(key, cfg.n_test, cfg.L, cfg.gamma, cfg.eps, cfg.d, link)
             flat = o_r[:, li * ns:(li + 1) * ns].reshape(-1, 5)
-            losses = jax.lax.map(lambda oo, Z=Z, y=y, link=link: (frame_predict(Z, oo, lam, link) - y) ** 2
+            Zs = tuple(Z[..., k] for k in range(4))  # planes, split once for every point
+            losses = jax.lax.map(lambda oo, Zs=Zs, y=y, link=link: (frame_predict_planes(Zs, oo, lam, link) - y) ** 2
                                  - cfg.eps**2, flat)
             out.append((jnp.mean(losses, axis=-1).reshape(-1, ns),
                         (jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test)).reshape(-1, ns)))

@@ -19,7 +19,7 @@ kurtosis converges slowly (H = 1: 2.76, 0.81, 0.38, 0.28, 0.25 at n = 16, 64, 25
 
 Speed (``bench/width.py``, 2-core shared machine, JAX compile cache off, compilation included; wall seconds, CPU
 seconds in brackets). 2026-11-23, the code before and after the Threefry/Box-Muller normals and the reduction-form
-input Gram (:mod:`attnlab.width._random`, :func:`attnlab.width.exact.empirical_gram`), run back to back at load 1.3-1.7:
+input Gram (:mod:`attnlab._random`, :func:`attnlab.width.exact.empirical_gram`), run back to back at load 1.3-1.7:
 vary-width 21.9 -> 22.2, vary-heads 72.3 -> 61.6, scores 4.4 -> 5.3, low-rank 29.9 -> 28.3, relu 124.5 -> 84.4;
 total 253 s (422) -> 202 s (336). Then, with the division-free KDE and Rao-Blackwellised density and the KS/W1 rows
 in NumPy (:mod:`attnlab.width.distances`), the same hour at load 1.2-1.9: vary-width 16.9, vary-heads 54.6, scores

@@ -110,8 +110,11 @@ def sample_dohmatob_in_frame(key, n: int, L: int, gamma, eps, d, link="linear"):
     :func:`sample_dohmatob` onto an orthonormal frame whose first two vectors are u*, v*.
 
     Returns ``(Z, y)``: ``Z`` of shape (n, L, 4) and the labels ``y`` (n,). The predictor of any (u, v) in the span
-    of the frame depends on the tokens only through ``Z``, so a Monte Carlo risk costs O(n L), whatever d.
+    of the frame depends on the tokens only through ``Z``, so a Monte Carlo risk costs O(n L), whatever d. The
+    normals of Z come from :func:`attnlab._random.normal` (Threefry + Box-Muller, float64, exact in law): the Monte
+    Carlo risks are bound by drawing them, and that generator is 2-4x faster here than ``jax.random.normal``.
     """
+    from attnlab._random import normal
     from attnlab.slr.softmax import get_link, signal_mean_scale
 
     c = signal_mean_scale(gamma)
@@ -119,7 +122,7 @@ def sample_dohmatob_in_frame(key, n: int, L: int, gamma, eps, d, link="linear"):
     kj, kz, kxi = jax.random.split(key, 3)
     J0 = jax.random.randint(kj, (n,), 0, L)
     is_signal = jnp.arange(L)[None, :] == J0[:, None]
-    Z = jnp.where(is_signal, gamma, 1.0)[..., None] * jax.random.normal(kz, (n, L, 4))
+    Z = jnp.where(is_signal, gamma, 1.0)[..., None] * normal(kz, (n, L, 4))
     Z = Z.at[..., 0].add(jnp.where(is_signal, c * jnp.sqrt(d), 0.0))
     y = sigma(jnp.sum(jnp.where(is_signal, Z[..., 1], 0.0), axis=-1)) + eps * jax.random.normal(kxi, (n,))
     return Z, y

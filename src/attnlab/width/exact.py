@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab._random import bartlett, chi2, normal
 from attnlab.width._common import CLIP, check_model, psi
-from attnlab.width._random import bartlett, chi2, normal
 
 __all__ = ["input_factor", "semidefinite_cholesky", "first_token_variance", "sample_first_token",
            "sample_first_token_sweep", "sample_tokens", "sample_scores", "sample_scores_sweep", "clip_event_probability",

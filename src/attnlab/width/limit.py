@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab._random import normal
 from attnlab.width._common import check_model
-from attnlab.width._random import normal
 from attnlab.width.exact import _limit_gram, chunk_size, first_token_variance
 
 __all__ = ["input_gram", "sample_limit_first", "sample_limit_tokens", "limit_moments", "relu_logit_variance"]

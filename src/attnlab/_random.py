@@ -1,4 +1,5 @@
-r"""Exact random draws for the width-free samplers, in JAX: normals, uniforms, chi-squares, Bartlett factors.
+r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors (the width-free samplers of
+:mod:`attnlab.width`, the in-frame Monte Carlo of :mod:`attnlab.slr.data`).
 
 * :func:`normal`, :func:`uniform`: float64 draws from the counter-based generator Threefry-2x32 with 20 rounds
   (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011), the block function of JAX's

@@ -1,4 +1,4 @@
-"""The Threefry/Box-Muller generator of :mod:`attnlab.width._random`: the block function against JAX's, the laws of
+"""The Threefry/Box-Muller generator of :mod:`attnlab._random`: the block function against JAX's, the laws of
 the uniforms and normals (KS at level 0.001, moments at 5 SE), the range reduction of cos/sin, determinism."""
 
 import math
@@ -10,7 +10,7 @@ import pytest
 import scipy.stats as st
 from jax.extend.random import threefry_2x32
 
-from attnlab.width._random import cos_sin_2pi, normal, threefry2x32, uniform
+from attnlab._random import cos_sin_2pi, normal, threefry2x32, uniform
 from attnlab.width.exact import empirical_gram
 
 ALPHA = 1e-3
