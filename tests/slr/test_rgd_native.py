@@ -34,8 +34,9 @@ def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):
 
 
 @pytest.mark.parametrize("d, L, n, links", [
-    (12, 5, 41, ("linear", "quadratic", "relu")),        # d, L, n off every block size; 2K = 6 rows
-    (37, 13, 30, ("relu",)),                             # 2 rows (remainder path of both tiles)
+    (12, 5, 41, ("linear", "quadratic", "relu")),        # d, L, n off every block size; 2K = 6 rows; half chunk
+    (16, 8, 33, ("quadratic", "linear")),                # d a multiple of 8 (no padding)
+    (37, 13, 30, ("relu",)),                             # 2 rows (remainder path of both tiles); d % 8 = 5
     (9, 32, 7, ("linear", "relu", "linear", "quadratic")),  # L at its maximum, n < one block
     (100, 20, 64, ("linear", "linear", "quadratic", "quadratic", "relu", "relu")),  # the Figure 2 shapes
 ])

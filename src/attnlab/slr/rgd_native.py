@@ -92,8 +92,9 @@ def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
     d, K = W.shape[-1], len(links)
     if Xp.dtype != np.float32 or not Xp.flags.c_contiguous or dp % 8 or dp < d:
         raise ValueError("tokens must come from rgd_native.tokens")
-    if n_logs < 1 or log_every < 0:
-        raise ValueError(f"need n_logs >= 1 and log_every >= 0, got {n_logs}, {log_every}")
+    if n_logs < 1 or log_every < 0 or (log_every == 0 and n_logs != 1):
+        raise ValueError(f"need n_logs >= 1 and log_every >= 1 (or n_logs = 1, log_every = 0), got {n_logs}, "
+                         f"{log_every}")
     if W.shape != (R, 2 * K, d) or np.shape(Y) != (R, K, n) or not 1 <= L <= MAX_L:
         raise ValueError(f"inconsistent shapes: tokens {Xp.shape}, labels {np.shape(Y)}, parameters {W.shape}, "
                          f"{K} links (need L <= {MAX_L})")
