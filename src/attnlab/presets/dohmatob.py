@@ -20,7 +20,8 @@
   their own check: the same overlaps in the model at ``d_check`` = 1600 (same L, beta, gamma), where the secret
   token's logit margin (c mu - psi) beta d outgrows its fluctuation gamma beta sqrt(d), mean field vs Monte Carlo
   within 5 SE (20,000 in-frame sequences per point). Measured at full size: the 24 p > 0.99 final iterates differ
-  by at most 0.0206 (8.3 SE) at d = 100 and by at most 0.0018 (worst 2.7 SE) at d = 1600, so the d = 100 gap is
+  by at most 0.0206-0.0218 (7.4-8.3 SE) at d = 100 and by at most 0.0018-0.0034 (within 5 SE) at d = 1600 (two
+  sessions' draws), so the d = 100 gap is
   the finite-d fluctuation of the secret logit that the mean field drops, as spec B4 [I] suggests, and not an error
   of the formula (metric ``mean_field_vs_mc_max_gap_p_above_0_99_at_d_1600``). (2) final nu of the flow vs RGD from the
   mu0 start, linear link, within the n-sample fit error ``d (eps^2 + risk) / (2 n gamma^2)`` + 5 SE; the mean-field
@@ -36,10 +37,16 @@
   any round-off (from mu0: test excess risk 2.360 against 2.350, final nu 0.101 against 0.099; from random starts
   the median nu, near 0, -0.0012 against -0.0013). Two are medians of overlaps of random starts (linear mu 0.05532
   against 0.05533, ReLU mu 0.00116 against 0.00116), and one is the count of final iterates with p > 0.99 (24
-  against 25). float32 cuts the step time by about 2.5x here. ``--set token_dtype=float64`` gives the all-float64 run.
-  Measured findings (full size, seed 0): linear mu0 start ends at nu = 0.999, mu = 0.59, test excess 0.0088 (spec
-  B7: 0.998, 0.59, 0.0075); random starts do not learn (test 1.28, train 0.39; spec 1.29-1.31 and 0.40-0.42). ReLU
-  from mu0 learns more slowly (test 0.016). Quadratic from mu0 loses the secret token within 50 steps (mu -> -0.55)
+  against 25). Those comparisons were made with the XLA float32 path; on a CPU with AVX2 and FMA the default now
+  runs the steps in the C kernel of :mod:`attnlab.slr.rgd_native` (same float32 token arithmetic, block gradients
+  summed in float64), which tests/slr/test_rgd_native.py finds as close to float64 as the XLA float32 path or
+  closer. float32 cuts the step time by about 2.5x in XLA, the C kernel by about 3x more (2.0-2.2 ms per
+  repeat-step for the six runs of a repeat on the 2-core Zen 1 machine, 32-34 s for the preset's RGD).
+  ``--set token_dtype=float64`` gives the all-float64 run (XLA).
+  Measured findings (full size, seed 0): linear mu0 start ends at nu = 0.999, mu = 0.59, test excess 0.0064-0.0088
+  (the held-out draws of two sessions; spec B7: 0.998, 0.59, 0.0075); random starts do not learn (test 1.26-1.28,
+  train 0.39; spec 1.29-1.31 and 0.40-0.42). ReLU from mu0 learns more slowly (test 0.016-0.017). Quadratic from
+  mu0 loses the secret token within 50 steps (mu -> -0.55..-0.59)
   and never learns, while its mean-field flow learns nu -> +-1: at the start the largest eigenvalue of the v-Hessian
   of the empirical loss is about 220 > 2 / s = 200 (linear 98, ReLU 37), so s = 0.01 is beyond the stability limit
   for that link.

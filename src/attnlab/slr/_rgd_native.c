@@ -8,9 +8,10 @@
        grad_u = sum over samples and tokens of dL/da_l x_l, grad_v likewise,
        w <- (w - s (g - (w.g) w)) / |.|    for every row (float64).
    The scores of one sample are formed in registers (4 tokens x 3 rows per tile), its softmax and residuals in 8-lane
-   vectors over the tokens, and the gradient of a block of samples while their tokens are still in cache (3 rows x
-   32 coordinates per tile); each block's float32 gradient is added into a float64 accumulator. Each repeat runs on
-   one thread from start to end, so the result does not depend on the number of threads. */
+   vectors over the tokens (two runs interleaved), and the gradient of a block of 4 samples while their tokens are
+   still in cache (3 rows x 32 coordinates per tile); a last chunk of at most 4 coordinates takes 128-bit products.
+   The float32 block gradients are added into a float64 accumulator every 8 blocks. Each repeat runs on one thread
+   from start to end, so the result does not depend on the number of threads. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>

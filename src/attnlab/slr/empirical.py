@@ -149,8 +149,9 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     is bounded in the tests.
 
     ``method``: ``"xla"`` runs the steps as a compiled ``lax.scan``; ``"native"`` runs them in the C kernel of
-    :mod:`attnlab.slr.rgd_native` (float32 tokens, named links, CPU); ``"auto"`` (default) takes ``"native"`` where
-    it applies and is available.
+    :mod:`attnlab.slr.rgd_native` (float32 tokens, named links, CPU; about 3x faster than ``"xla"`` in float32 at
+    Figure-2 size on the 2-core Zen 1 machine); ``"auto"`` (default) takes ``"native"`` where it applies and is
+    available.
 
     Returns the iterates at steps ``0, log_every, ..., n_steps`` on axis 1: ``u, v`` (repeats, n_logs + 1, K, d) and
     the training loss (repeats, n_logs + 1, K).
