@@ -130,14 +130,14 @@ def test_model_is_hashable_and_replaceable():
 
 
 def test_integrate_joint_matches_separate_solves():
-    """Three links' 5-D flows as one system (max-norm step control) agree with one solve per link to the tolerance,
-    including a start that moves through the transition."""
+    """Two links' 5-D flows as one system (max-norm step control) agree with one solve per link to the tolerance,
+    from starts above and below the transition."""
     from attnlab.slr.flows import integrate_joint
 
     ts = np.linspace(0.0, 15.0, 16)
-    models = [DohmatobModel(100, 20, 1.0, 1 / math.sqrt(2), link) for link in ("linear", "quadratic", "relu")]
+    models = [DohmatobModel(100, 20, 1.0, 1 / math.sqrt(2), link) for link in ("linear", "relu")]
     y0s = [jnp.array([[0.5, 0.1, 0.02, 0.01, 0.05], [0.05, -0.1, 0.0, 0.02, 0.0]]),
-           jnp.array([[0.6, 0.3, 0.0, 0.0, 0.0]]), jnp.array([[0.9, 0.2, 0.01, 0.01, 0.01]])]
+           jnp.array([[0.9, 0.2, 0.01, 0.01, 0.01]])]
     joint = integrate_joint([lambda y, m=m: field5(y, m) for m in models], y0s, ts)
     for m, y0, tr in zip(models, y0s, joint):
         assert tr.shape == (y0.shape[0], len(ts), 5)
