@@ -2,9 +2,10 @@ r"""Building and loading attnlab's C kernels (AVX2 + FMA, OpenMP), shared by eve
 
 A kernel's C source ships inside the package and is compiled on first use with the system C compiler (``$CC``, else
 ``cc``/``gcc``), ``-O3 -march=native -fopenmp``, into ``$ATTNLAB_NATIVE_CACHE`` (default ``~/.cache/attnlab/native``),
-keyed by a hash of the source, the flags and the compiler; a temporary file is renamed into place, so concurrent first
-uses are safe. ``ATTNLAB_NATIVE=0`` disables every kernel; without a compiler, or on a CPU without AVX2 and FMA (the
-source then fails to compile), :func:`load` returns None and a one-line reason, and callers use their JAX code.
+keyed by a hash of the source, the shared header ``_simd.h``, the flags and the compiler; a temporary file is renamed
+into place, so concurrent first uses are safe. ``ATTNLAB_NATIVE=0`` disables every kernel; without a compiler, or on
+a CPU without AVX2 and FMA (the source then fails to compile), :func:`load` returns None and a one-line reason, and
+callers use their JAX code.
 
 Users: :mod:`attnlab.particles.native` (symmetric attention sums) and :mod:`attnlab.slr.rgd_native` (Riemannian
 gradient descent of softmax attention on an empirical risk).
@@ -21,10 +22,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["load", "FLAGS"]
+__all__ = ["load", "Kernel", "FLAGS"]
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-funroll-loops", "-fschedule-insns",
          "-fsched-pressure")
+
+
+_HEADER = Path(__file__).with_name("_simd.h")
 
 
 def _compiler() -> str | None:
@@ -50,7 +54,7 @@ def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
-        key = hashlib.sha256(src.read_bytes() + " ".join(FLAGS).encode() + version.encode()
+        key = hashlib.sha256(src.read_bytes() + _HEADER.read_bytes() + " ".join(FLAGS).encode() + version.encode()
                              + os.uname().machine.encode()).hexdigest()[:16]
         target = _cache_dir() / f"attnlab_{src.stem.lstrip('_')}_{key}.so"
         if not target.exists():
@@ -70,3 +74,32 @@ def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
         return ctypes.CDLL(str(target)), None
     except (OSError, subprocess.SubprocessError) as err:
         return None, f"native kernel {src.name} unavailable: {err}"
+
+
+class Kernel:
+    """One C kernel: ``Kernel(src, setup)`` compiles and loads ``src`` on first use and calls ``setup(lib)`` once (to
+    declare the ctypes signatures). :meth:`lib` gives the library or None, :meth:`available` whether it loaded,
+    :meth:`unavailable_reason` why not."""
+
+    def __init__(self, src: Path, setup):
+        self.src, self._setup, self._done = src, setup, False
+
+    def lib(self) -> ctypes.CDLL | None:
+        lib, _ = load(self.src)
+        if lib is not None and not self._done:
+            self._setup(lib)
+            self._done = True
+        return lib
+
+    def available(self) -> bool:
+        return self.lib() is not None
+
+    def unavailable_reason(self) -> str | None:
+        return load(self.src)[1]
+
+    def require(self) -> ctypes.CDLL:
+        """The library, or RuntimeError with the reason."""
+        lib = self.lib()
+        if lib is None:
+            raise RuntimeError(self.unavailable_reason())
+        return lib

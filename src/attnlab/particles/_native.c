@@ -10,35 +10,10 @@
    exp2 is a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, and 2^n is added to the exponent
    bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
    most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30. */
-#include <immintrin.h>
+#include "../_simd.h"
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if !defined(__AVX2__) || !defined(__FMA__)
-#error "attnlab native kernel needs AVX2 and FMA"
-#endif
-
-static inline __m256 exp2v(__m256 t) {
-    t = _mm256_max_ps(t, _mm256_set1_ps(-125.0f));
-    __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(t, n);
-    __m256 p = _mm256_set1_ps(0.0013276471782286067f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.009675541332786721f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.055507132741486324f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.2402211972388161f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.6931469670643617f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0000000716546733f));
-    __m256i b = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
-    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), b));
-}
-
-static inline float hsum(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_shuffle_ps(a, a, 1));
-    return _mm_cvtss_f32(a);
-}
 
 /* Row pairs are dealt to ATTNLAB_CHUNKS fixed chunks (pair p to chunk p mod ATTNLAB_CHUNKS), each with its own column
    buffer, and the buffers are summed in chunk order: the result is the same for any number of OpenMP threads. */

@@ -28,7 +28,6 @@ uses the JAX kernels; :func:`unavailable_reason` says why.
 from __future__ import annotations
 
 import ctypes
-import functools
 from pathlib import Path
 
 import numpy as np
@@ -39,34 +38,19 @@ __all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D"]
 
 MAX_D = 8
 PAD = 16
-_SRC = Path(__file__).with_name("_native.c")
-_reason: str | None = None
 
 
-@functools.cache
-def _load():
-    """The compiled library (ctypes), or None with ``_reason`` set."""
-    global _reason
-    lib, _reason = _build.load(_SRC)
-    if lib is None:
-        return None
+def _setup(lib):
     ptr = ctypes.c_void_p
     for d in range(2, MAX_D + 1):
         fn = getattr(lib, f"attnlab_sym_d{d}")
         fn.argtypes = [ctypes.c_int, ptr, ptr, ptr, ptr, ptr]
         fn.restype = ctypes.c_int
-    return lib
 
 
-def available() -> bool:
-    """True when the C kernel is compiled and loaded on this machine."""
-    return _load() is not None
-
-
-def unavailable_reason() -> str | None:
-    """Why :func:`available` is False (None when it is True)."""
-    _load()
-    return _reason
+_KERNEL = _build.Kernel(Path(__file__).with_name("_native.c"), _setup)
+available = _KERNEL.available
+unavailable_reason = _KERNEL.unavailable_reason
 
 
 def _soa(a, n_pad: int, fill: float = 0.0):
@@ -83,9 +67,7 @@ def symmetric_sums(q2, c, x, u):
     ``q2``, ``x`` (N, d) with 2 <= d <= MAX_D, ``c`` (N,), ``u`` (N, d + 1); returns (N, d + 1). Correct only when
     ``<q2_i, x_j>`` is symmetric in (i, j) and ``<q2_i, x_j> - c_i - c_j < 127`` (the caller checks both).
     """
-    lib = _load()
-    if lib is None:
-        raise RuntimeError(_reason)
+    lib = _KERNEL.require()
     n, d = np.shape(x)
     if not 2 <= d <= MAX_D or np.shape(u) != (n, d + 1):
         raise ValueError(f"need 2 <= d <= {MAX_D} and u of shape (N, d + 1); got x {np.shape(x)}, u {np.shape(u)}")

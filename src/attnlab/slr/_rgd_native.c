@@ -12,39 +12,15 @@
    still in cache (3 rows x 32 coordinates per tile); a last chunk of at most 4 coordinates takes 128-bit products.
    The float32 block gradients are added into a float64 accumulator every 8 blocks. Each repeat runs on one thread
    from start to end, so the result does not depend on the number of threads. */
-#include <immintrin.h>
+#include "../_simd.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if !defined(__AVX2__) || !defined(__FMA__)
-#error "attnlab native kernel needs AVX2 and FMA"
-#endif
 
 #define BLOCK 4    /* samples per gradient block: their tokens (33 KB at L = 20, d = 100) stay in L1/L2 */
 #define FLUSH 8    /* blocks summed in float32 before they are added into the float64 gradient */
 #define PF_AHEAD 3 /* the tokens of the sample this far ahead are prefetched while a sample's scores are formed */
-
-static inline __m256 exp2v(__m256 t) {
-    t = _mm256_max_ps(t, _mm256_set1_ps(-125.0f));
-    __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(t, n);
-    __m256 p = _mm256_set1_ps(0.0013276471782286067f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.009675541332786721f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.055507132741486324f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.2402211972388161f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.6931469670643617f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0000000716546733f));
-    __m256i b = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
-    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), b));
-}
-
-static inline float hsum(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_shuffle_ps(a, a, 1));
-    return _mm_cvtss_f32(a);
-}
 
 static inline float hmax(__m256 v) {
     __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

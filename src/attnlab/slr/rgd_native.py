@@ -34,7 +34,6 @@ Built and cached by :mod:`attnlab.native`; ``ATTNLAB_NATIVE=0`` disables it.
 from __future__ import annotations
 
 import ctypes
-import functools
 from pathlib import Path
 
 import numpy as np
@@ -45,31 +44,17 @@ __all__ = ["available", "unavailable_reason", "LINK_CODES", "run"]
 
 LINK_CODES = {"linear": 0, "quadratic": 1, "relu": 2}
 MAX_L = 32
-_SRC = Path(__file__).with_name("_rgd_native.c")
-_reason: str | None = None
 
 
-@functools.cache
-def _load():
-    global _reason
-    lib, _reason = _build.load(_SRC)
-    if lib is None:
-        return None
+def _setup(lib):
     ptr, i, dbl = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
     lib.attnlab_rgd.argtypes = [i, i, i, i, i, i, ptr, ptr, ptr, dbl, dbl, i, i, ptr, ptr, ptr]
     lib.attnlab_rgd.restype = ctypes.c_int
-    return lib
 
 
-def available() -> bool:
-    """True when the C kernel is compiled and loaded on this machine."""
-    return _load() is not None
-
-
-def unavailable_reason() -> str | None:
-    """Why :func:`available` is False (None when it is True)."""
-    _load()
-    return _reason
+_KERNEL = _build.Kernel(Path(__file__).with_name("_rgd_native.c"), _setup)
+available = _KERNEL.available
+unavailable_reason = _KERNEL.unavailable_reason
 
 
 def tokens(X) -> np.ndarray:
@@ -90,9 +75,7 @@ def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
     (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K). ``n_logs = 1,
     log_every = 0`` gives the losses at ``W0``.
     """
-    lib = _load()
-    if lib is None:
-        raise RuntimeError(_reason)
+    lib = _KERNEL.require()
     R, n, L, dp = Xp.shape
     W = np.array(W0, np.float64, order="C", copy=True)
     d, K = W.shape[-1], len(links)
