@@ -144,17 +144,18 @@ def _prepare(key, cfg: RGDConfig):
     kt, kd, ki, km = jax.random.split(key, 4)
     u_star, v_star = sample_teacher(kt, cfg.d)
     b = sample_dohmatob(kd, u_star, v_star, cfg.n_train, cfg.L, cfg.gamma, cfg.eps)
-    Y = jnp.stack([_relabel(kd, b, v_star, cfg.eps, link) for link in cfg.links])
+    Y = _relabel(kd, b, v_star, cfg.eps, cfg.links)
     u_r, v_r = init_sphere(ki, cfg.d)
     u_m = init_with_overlap(km, u_star, cfg.mu0, cfg.d)
     return u_star, v_star, b.X, Y, u_r, v_r, u_m
 
 
-def _relabel(key, batch, v_star, eps, link):
-    """The labels :func:`sample_dohmatob` draws with ``key`` for ``link``, from an already sampled batch."""
+def _relabel(key, batch, v_star, eps, links):
+    """The labels :func:`sample_dohmatob` draws with ``key`` for each link, from an already sampled batch (one draw
+    of the label noise serves every link): (len(links), n)."""
     xi = jax.random.normal(jax.random.split(key, 4)[3], batch.y.shape)
-    secret = jnp.take_along_axis(batch.X, batch.J0[:, None, None], axis=1)[:, 0]
-    return get_link(link)(secret @ v_star) + eps * xi
+    secret = jnp.take_along_axis(batch.X, batch.J0[:, None, None], axis=1)[:, 0] @ v_star
+    return jnp.stack([get_link(link)(secret) + eps * xi for link in links])
 
 
 def _overlaps(u, v, u_star, v_star) -> np.ndarray:
@@ -233,9 +234,11 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     # cross-check of the in-frame held-out estimator: a fixed R^d test set per repeat, at the final iterates
     def rd_test(key, us, vs, u, v):  # one R^d test set per repeat: the same tokens for every run
         b = sample_dohmatob(key, us, vs, cfg.n_test_rd, cfg.L, cfg.gamma, cfg.eps)
-        losses = jnp.stack([(softmax_attention(b.X, u[k], v[k], cfg.beta, link)
-                             - _relabel(key, b, vs, cfg.eps, link)) ** 2 - cfg.eps**2
-                            for k, link in enumerate(run_links)])
+        ys = _relabel(key, b, vs, cfg.eps, links)
+        losses = jnp.concatenate([
+            (jax.vmap(lambda uu, vv, link=link: softmax_attention(b.X, uu, vv, cfg.beta, link))(
+                u[li * ns:(li + 1) * ns], v[li * ns:(li + 1) * ns]) - ys[li]) ** 2 - cfg.eps**2
+            for li, link in enumerate(links)])
         return jnp.mean(losses, axis=-1), jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test_rd)
 
     rd, rd_se = jax.jit(lambda *a: jax.lax.map(lambda t: rd_test(*t), a))(
