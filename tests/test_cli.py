@@ -174,14 +174,14 @@ def test_sigint_to_a_running_process(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", start, "run", "marion-sgd", "--quick", "--set",
                              "n_steps=200000", "--out", "out"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"})
     deadline = time.time() + 60
     while time.time() < deadline and not any(p.name.startswith(".out.tmp") for p in tmp_path.iterdir()):
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=300)  # the interrupt lands when the current compiled segment returns
-    assert proc.returncode == 130
+    _, stderr = proc.communicate(timeout=300)  # the interrupt lands when the current compiled segment returns
+    assert proc.returncode == 130, stderr.decode()[-3000:]
     assert list(tmp_path.iterdir()) == []
 
 
