@@ -34,10 +34,10 @@ def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):
 
 
 @pytest.mark.parametrize("d, L, n, links", [
-    (12, 5, 41, ("linear", "quadratic", "relu")),        # d, L, n off every block size; 2K = 6 rows; half chunk
-    (16, 8, 33, ("quadratic", "linear")),                # d a multiple of 8 (no padding)
-    (37, 13, 30, ("relu",)),                             # 2 rows (remainder path of both tiles); d % 8 = 5
-    (9, 32, 7, ("linear", "relu", "linear", "quadratic")),  # L at its maximum, n < one block
+    (12, 5, 41, ("linear", "quadratic", "relu")),        # n off the 8-sample blocks; L off the 4-token tiles; 6 rows
+    (17, 8, 33, ("quadratic", "linear")),                # 4 rows (score tiles 3 + 1); d % 3 = 2
+    (37, 13, 30, ("relu",)),                             # 2 rows (remainder path of both tiles); d % 3 = 1, d > 25
+    (9, 45, 7, ("linear", "relu", "linear", "quadratic")),  # L = 45 (odd, over 32), n < one block of 8 samples
     (100, 20, 64, ("linear", "linear", "quadratic", "quadratic", "relu", "relu")),  # the Figure 2 shapes
 ])
 def test_native_matches_float64_within_float32_round_off(d, L, n, links):
@@ -92,9 +92,9 @@ def test_auto_picks_native_only_where_it_applies(monkeypatch):
 
 
 def test_bad_shapes_rejected():
-    Xp = rgd_native.tokens(np.zeros((1, 3, 40, 5)))
-    with pytest.raises(ValueError, match="L <= 32"):
-        rgd_native.run(Xp, np.zeros((1, 1, 3)), ("linear",), np.zeros((1, 2, 5)), 1.0, 0.1, 1, 1)
+    with pytest.raises(ValueError, match="tokens must come from"):  # the token-major array itself
+        rgd_native.run(np.zeros((1, 3, 4, 5), np.float32), np.zeros((1, 1, 3)), ("linear",), np.zeros((1, 2, 5)),
+                       1.0, 0.1, 1, 1)
     Xp = rgd_native.tokens(np.zeros((1, 3, 4, 5)))
     with pytest.raises(ValueError, match="inconsistent shapes"):
         rgd_native.run(Xp, np.zeros((1, 2, 3)), ("linear",), np.zeros((1, 2, 5)), 1.0, 0.1, 1, 1)

@@ -12,21 +12,33 @@ then ``w <- (w - s (g - (w.g) w)) / |.|`` for every row, in float64.
 Why C: XLA on CPU runs each step as two separate token products (scores ``X [U V]^T`` and gradient ``C X``) with the
 softmax in between, so the 8 MB of float32 tokens of a Figure-2 repeat (n L = 20,000 tokens, d = 100) go through
 memory three times per step, and the tall-skinny products run at about 26 GFLOP/s on the 2-core Zen 1 machine (68 is
-its float32 peak). Here a sample's 20 tokens are loaded once per step (the tokens of the sample 3 ahead are
-prefetched meanwhile): their scores are formed in registers (4 tokens x 3 rows per tile), their softmax and residuals
-in 8-lane vectors over the tokens (two runs interleaved), and the gradient of a block of 4 samples is accumulated
-while their tokens are still in cache (3 rows x 32 coordinates per tile). A last chunk of at most 4 coordinates
-(d = 100) takes 128-bit products, which cost half a 256-bit FMA on Zen 1. Scores and per-token arithmetic are
-float32 (as ``token_dtype = float32`` in the JAX path); every 8 blocks the float32 gradient is added into a float64
-accumulator (the JAX path sums all n L terms in float32), and the iterates, the projection and the losses are
-float64. One repeat runs on one OpenMP thread from start to end, so the result does not depend on the thread count.
+its float32 peak).
 
-Measured at Figure-2 size (10 repeats, K = 6 runs, 2 threads, Zen 1 at 2 GHz, idle): 1.98-2.2 ms per repeat-step,
-about 64-70% of the float32 FMA peak for the 2 x 20,000 x 12 x 100 multiply-adds of a step, against 6.3 ms for the
-XLA float32 path; the `dohmatob-rgd` preset's 15,000 repeat-steps take 32-34 s.
+Layout: :func:`tokens` stores the tokens sample-lane, (R, ceil(n / 8), L, d, 8): a block of 8 samples, one per lane
+of every vector ``x[l][j]`` (coordinate j of token l of the 8 samples). Then every part of a step is vertical, with
+no horizontal sum and no idle lane for any L or d:
+
+* scores of a block: tiles of 4 tokens x 3 rows, each FMA a row coefficient ``w_r[j]`` (broadcast) times 8 samples'
+  coordinate, summed in float32 over chunks of 25 coordinates whose sums are then added;
+* softmax over the L tokens: a max, exp2 and sums across L vectors of 8 samples;
+* gradient: per-lane accumulators ``G[r][j]`` (tiles of 4 rows x 3 coordinates over the L tokens of the block,
+  whose 64 KB of tokens are still in cache from the scores), added into float64 lane accumulators every 8 blocks and
+  summed over the lanes once per step.
+
+The samples that pad n to a multiple of 8 are zero tokens with label 0: sigma(0) = 0 for the three links, so their
+residual is exactly 0 and they add nothing. The iterates, the projection and the losses are float64. One repeat runs
+on one OpenMP thread from start to end, so the result does not depend on the thread count.
+
+Measured at Figure-2 size (K = 6 runs, Zen 1 at 2 GHz, idle): 2.9-3.1 ms per step of one repeat on one thread,
+the FMA bound of its 2 x 20,000 x 12 x 100 multiply-adds at one 256-bit FMA per cycle; 1.63-1.67 ms per
+repeat-step over 10 repeats on 2 threads. The previous token-major kernel (one sample's tokens per tile, horizontal
+sums of 8 lanes, softmax over 3 vectors of which 20 of 24 lanes were used) took 3.96-4.07 and 1.98-2.05 ms; the
+XLA float32 path 6.3 ms.
 
 Differences from the JAX float32 path are float32 round-off (the order of the sums and a polynomial exp2 with
-relative error below 2e-7), bounded in ``tests/slr/test_rgd_native.py``.
+relative error below 2e-7), bounded in ``tests/slr/test_rgd_native.py``: at Figure-2 shapes, after 40 steps, the
+iterates are within 2.6e-6 of the float64 path and the losses within a relative 1.3e-5 (the XLA float32 path: 2.1e-5
+and 2.8e-5).
 
 Built and cached by :mod:`attnlab.native`; ``ATTNLAB_NATIVE=0`` disables it.
 """
@@ -40,15 +52,14 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "LINK_CODES", "run"]
+__all__ = ["available", "unavailable_reason", "LINK_CODES", "tokens", "run"]
 
 LINK_CODES = {"linear": 0, "quadratic": 1, "relu": 2}
-MAX_L = 32
 
 
 def _setup(lib):
     ptr, i, dbl = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
-    lib.attnlab_rgd.argtypes = [i, i, i, i, i, i, ptr, ptr, ptr, dbl, dbl, i, i, ptr, ptr, ptr]
+    lib.attnlab_rgd.argtypes = [i, i, i, i, i, ptr, ptr, ptr, dbl, dbl, i, i, ptr, ptr, ptr]
     lib.attnlab_rgd.restype = ctypes.c_int
 
 
@@ -58,41 +69,44 @@ unavailable_reason = _KERNEL.unavailable_reason
 
 
 def tokens(X) -> np.ndarray:
-    """Tokens ``X`` (R, n, L, d) as the kernel reads them: float32, C-contiguous, d zero-padded to a multiple of 8."""
-    X = np.asarray(X)
-    d = X.shape[-1]
-    dp = -(-d // 8) * 8
-    out = np.zeros(X.shape[:-1] + (dp,), np.float32)
-    out[..., :d] = X
-    return out
+    """Tokens ``X`` (R, n, L, d) as the kernel reads them: float32, C-contiguous, in the sample-lane layout
+    (R, ceil(n / 8), L, d, 8), where block b holds samples 8b..8b+7, one per lane; the samples beyond n are zero."""
+    X = np.asarray(X, np.float32)
+    R, n, L, d = X.shape
+    nb = -(-n // 8)
+    if n % 8:
+        X = np.concatenate([X, np.zeros((R, 8 * nb - n, L, d), np.float32)], axis=1)
+    return np.ascontiguousarray(X.reshape(R, nb, 8, L, d).transpose(0, 1, 3, 4, 2))
 
 
 def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
     """``n_logs * log_every`` RGD steps of K runs per repeat.
 
-    ``Xp`` (R, n, L, dp) from :func:`tokens`; ``Y`` (R, K, n) labels; ``links`` K names from :data:`LINK_CODES`;
-    ``W0`` (R, 2K, d) float64 rows ``[u_1..u_K, v_1..v_K]``. Returns the iterates after every ``log_every`` steps,
-    (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K). ``n_logs = 1,
-    log_every = 0`` gives the losses at ``W0``.
+    ``Xp`` (R, ceil(n / 8), L, d, 8) from :func:`tokens`; ``Y`` (R, K, n) labels; ``links`` K names from
+    :data:`LINK_CODES`; ``W0`` (R, 2K, d) float64 rows ``[u_1..u_K, v_1..v_K]``. Returns the iterates after every
+    ``log_every`` steps, (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K).
+    ``n_logs = 1, log_every = 0`` gives the losses at ``W0``.
     """
     lib = _KERNEL.require()
-    R, n, L, dp = Xp.shape
-    W = np.array(W0, np.float64, order="C", copy=True)
-    d, K = W.shape[-1], len(links)
-    if Xp.dtype != np.float32 or not Xp.flags.c_contiguous or dp % 8 or dp < d:
+    if Xp.ndim != 5 or Xp.shape[-1] != 8 or Xp.dtype != np.float32 or not Xp.flags.c_contiguous:
         raise ValueError("tokens must come from rgd_native.tokens")
+    R, nb, L, d, _ = Xp.shape
+    W = np.array(W0, np.float64, order="C", copy=True)
+    K = len(links)
+    n = np.shape(Y)[-1]
     if n_logs < 1 or log_every < 0 or (log_every == 0 and n_logs != 1):
         raise ValueError(f"need n_logs >= 1 and log_every >= 1 (or n_logs = 1, log_every = 0), got {n_logs}, "
                          f"{log_every}")
-    if W.shape != (R, 2 * K, d) or np.shape(Y) != (R, K, n) or not 1 <= L <= MAX_L:
+    if W.shape != (R, 2 * K, d) or np.shape(Y) != (R, K, n) or -(-n // 8) != nb:
         raise ValueError(f"inconsistent shapes: tokens {Xp.shape}, labels {np.shape(Y)}, parameters {W.shape}, "
-                         f"{K} links (need L <= {MAX_L})")
+                         f"{K} links")
     codes = np.array([LINK_CODES[link] for link in links], np.int32)
-    Y = np.ascontiguousarray(Y, np.float32)
+    Yp = np.zeros((R, K, 8 * nb), np.float32)
+    Yp[..., :n] = Y
     Wlog = np.empty((R, n_logs, 2 * K, d))
     loss = np.empty((R, n_logs, K))
     p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-    status = lib.attnlab_rgd(R, n, L, d, dp, K, p(Xp), p(Y), p(codes), float(lam), float(s), n_logs, log_every,
+    status = lib.attnlab_rgd(R, n, L, d, K, p(Xp), p(Yp), p(codes), float(lam), float(s), n_logs, log_every,
                              p(W), p(Wlog), p(loss))
     if status != 0:
         raise RuntimeError(f"native RGD kernel failed (status {status})")
