@@ -40,8 +40,8 @@
   against 25). Those comparisons were made with the XLA float32 path; on a CPU with AVX2 and FMA the default now
   runs the steps in the C kernel of :mod:`attnlab.slr.rgd_native` (same float32 token arithmetic, block gradients
   summed in float64), which tests/slr/test_rgd_native.py finds as close to float64 as the XLA float32 path or
-  closer. float32 cuts the step time by about 2.5x in XLA, the C kernel by about 3x more (2.0-2.2 ms per
-  repeat-step for the six runs of a repeat on the 2-core Zen 1 machine, 32-34 s for the preset's RGD).
+  closer. float32 cuts the step time by about 2.5x in XLA, the C kernel by about 3.5x more (1.6-1.9 ms per
+  repeat-step for the six runs of a repeat on the 2-core Zen 1 machine, 25-34 s for the preset's RGD).
   ``--set token_dtype=float64`` gives the all-float64 run (XLA).
   Measured findings (full size, seed 0): linear mu0 start ends at nu = 0.999, mu = 0.59, test excess 0.0064-0.0088
   (the held-out draws of two sessions; spec B7: 0.998, 0.59, 0.0075); random starts do not learn (test 1.26-1.28,

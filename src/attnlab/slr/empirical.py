@@ -149,7 +149,7 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     is bounded in the tests.
 
     ``method``: ``"xla"`` runs the steps as a compiled ``lax.scan``; ``"native"`` runs them in the C kernel of
-    :mod:`attnlab.slr.rgd_native` (float32 tokens, named links, CPU; about 3x faster than ``"xla"`` in float32 at
+    :mod:`attnlab.slr.rgd_native` (float32 tokens, named links, CPU; about 3.5x faster than ``"xla"`` in float32 at
     Figure-2 size on the 2-core Zen 1 machine); ``"auto"`` (default) takes ``"native"`` where it applies and is
     available.
 
