@@ -1,0 +1,244 @@
+/* Exact first-token sampler of the Sakai et al. attention layer (spec 4.3, steps 1-3 of attnlab/width/exact.py's
+   docstring) for inputs on the Wishart path (psi = clip/identity, n >= s) and for the n -> infinity limit law, in
+   float64, one network per iteration, OpenMP over networks: see attnlab/width/native.py.
+
+   Per network (its own random stream, keyed by (seed, stream, network index), so the numbers do not depend on the
+   thread count):
+       finite n:  r = chi^2_n/n,  L = sqrt(r) (tril(N, -1)/sqrt(n) + diag(sqrt(chi^2_{n-i}/n)))   (L L^T = X X^T/n)
+       limit:     L = Linf (the Cholesky factor of the limit input Gram, given)
+       per head a < H:  c_Q, c_V ~ chi^2_d/d (1 in the limit),  nu ~ N(0, I_s),
+                        s_a = softmax(sqrt(Gamma_00 c_Q) L nu),  v += c_V |L^T s_a|^2
+       v /= H,  y = sqrt(v) eps,  eps ~ N(0, 1).
+   Normals: the ziggurat of Marsaglia and Tsang (2000) with 128 boxes, in Doornik's (2005) form (ZIGNOR: the box
+   index and the uniform from disjoint bits of one 64-bit word); chi-squares: 2 Gamma(df/2) by Marsaglia and Tsang
+   (2000), with Gamma(a) = Gamma(a + 1) U^(1/a) for a < 1; bits: xoshiro256++ (Blackman and Vigna 2021), its state
+   seeded by splitmix64. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define ZIG_C 128
+#define ZIG_R 3.442619855899
+#define ZIG_V 9.91256303526217e-3
+#define MAX_S 16
+
+static double zig_x[ZIG_C + 1], zig_ratio[ZIG_C];
+static int zig_ready = 0;
+
+static void zig_init(void) {
+    double f = exp(-0.5 * ZIG_R * ZIG_R);
+    zig_x[0] = ZIG_V / f; /* the bottom box and the tail, as a box of width V / f(R) */
+    zig_x[1] = ZIG_R;
+    zig_x[ZIG_C] = 0.0;
+    for (int i = 2; i < ZIG_C; i++) {
+        zig_x[i] = sqrt(-2.0 * log(ZIG_V / zig_x[i - 1] + f));
+        f = exp(-0.5 * zig_x[i] * zig_x[i]);
+    }
+    for (int i = 0; i < ZIG_C; i++) zig_ratio[i] = zig_x[i + 1] / zig_x[i];
+}
+
+typedef struct {
+    uint64_t s[4];
+} rng_t;
+
+static inline uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline void rng_seed(rng_t *g, uint64_t seed, uint64_t stream, uint64_t index) {
+    uint64_t x = seed;
+    x ^= splitmix64(&x) + stream * 0xD1B54A32D192ED03ull;
+    x ^= splitmix64(&x) + index * 0x8CB92BA72F3D8DD7ull;
+    for (int i = 0; i < 4; i++) g->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t next64(rng_t *g) {
+    uint64_t *s = g->s;
+    const uint64_t result = rotl(s[0] + s[3], 23) + s[0];
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* uniform in (0, 1): 53 bits, (m + 1/2) 2^-53 */
+static inline double uniform(rng_t *g) { return ((double)(next64(g) >> 11) + 0.5) * 0x1.0p-53; }
+
+static double normal_tail(rng_t *g, int negative) {
+    double x, y;
+    do {
+        x = log(uniform(g)) / ZIG_R;
+        y = log(uniform(g));
+    } while (-2.0 * y < x * x);
+    return negative ? x - ZIG_R : ZIG_R - x;
+}
+
+static inline double normal(rng_t *g) {
+    for (;;) {
+        const uint64_t w = next64(g);
+        const int i = (int)(w & 0x7F);
+        const double u = 2.0 * ((double)(w >> 11) * 0x1.0p-53) - 1.0; /* [-1, 1), bits 11..63 */
+        if (fabs(u) < zig_ratio[i]) return u * zig_x[i];
+        if (i == 0) return normal_tail(g, u < 0);
+        const double x = u * zig_x[i];
+        const double f0 = exp(-0.5 * (zig_x[i] * zig_x[i] - x * x));
+        const double f1 = exp(-0.5 * (zig_x[i + 1] * zig_x[i + 1] - x * x));
+        if (f1 + uniform(g) * (f0 - f1) < 1.0) return x;
+    }
+}
+
+/* Gamma(a), a > 0, Marsaglia-Tsang */
+static double gamma_mt(rng_t *g, double a) {
+    if (a < 1.0) {
+        const double x = gamma_mt(g, a + 1.0);
+        return x * pow(uniform(g), 1.0 / a);
+    }
+    const double dd = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * dd);
+    for (;;) {
+        double x, v;
+        do {
+            x = normal(g);
+            v = 1.0 + c * x;
+        } while (v <= 0.0);
+        v = v * v * v;
+        const double u = uniform(g), x2 = x * x;
+        if (u < 1.0 - 0.0331 * x2 * x2) return dd * v;
+        if (log(u) < 0.5 * x2 + dd * (1.0 - v + log(v))) return dd * v;
+    }
+}
+
+/* exp(x) for x <= 0 (a softmax after its maximum is subtracted), branch-free: x = k ln 2 + t with |t| <= ln2/2
+   (ln 2 in two parts, Cody and Waite), exp(t) by its Taylor polynomial of degree 13 (truncation below 3e-18
+   relative), times 2^k through the exponent bits; x is clamped at -700 (exp(-700) = 1e-304 against the largest
+   term, 1). Relative error a few ulp, against libm's exp at about 4x the cost here. */
+static inline double exp_neg(double x) {
+    x = x < -700.0 ? -700.0 : x;
+    const double k = (x * 1.4426950408889634 + 0x1.8p52) - 0x1.8p52; /* round to nearest, |x| < 2^51 */
+    const double t = (x - k * 0.693147180369123816490) - k * 1.90821492927058770002e-10;
+    /* Estrin's scheme (depth 5 instead of Horner's 14: the FMA latency, not the count, bounds a softmax) */
+    const double t2 = t * t, t4 = t2 * t2, t8 = t4 * t4;
+    const double a01 = 1.0 + t, a23 = 0.5 + t * (1.0 / 6.0), a45 = 1.0 / 24.0 + t * (1.0 / 120.0),
+                 a67 = 1.0 / 720.0 + t * (1.0 / 5040.0), a89 = 1.0 / 40320.0 + t * (1.0 / 362880.0),
+                 a1011 = 1.0 / 3628800.0 + t * (1.0 / 39916800.0), a1213 = 1.0 / 479001600.0 + t * (1.0 / 6227020800.0);
+    const double b03 = a01 + t2 * a23, b47 = a45 + t2 * a67, b811 = a89 + t2 * a1011;
+    const double c07 = b03 + t4 * b47, c813 = b811 + t4 * a1213;
+    const double p = c07 + t8 * c813;
+    union {
+        double d;
+        int64_t i;
+    } u = {p};
+    u.i += (int64_t)k << 52;
+    return u.d;
+}
+
+/* chi^2_df / df */
+static inline double chi2_mean(rng_t *g, double df) { return 2.0 * gamma_mt(g, 0.5 * df) / df; }
+
+/* sum over H heads of c_V |L^T softmax(scale sqrt(c_Q) L nu)|^2 for one network, S tokens (a compile-time constant in
+   each instance, so the token loops unroll and the arrays stay in registers) */
+static inline __attribute__((always_inline)) double heads_sum(const int S, rng_t *g, const double (*L)[MAX_S],
+                                                              double scale, int H, int limit, double d) {
+    double acc = 0.0;
+    for (int a = 0; a < H; a++) {
+        const double cq = limit ? 1.0 : chi2_mean(g, d), cv = limit ? 1.0 : chi2_mean(g, d);
+        const double sc = limit ? scale : scale * sqrt(cq);
+        double nu[MAX_S], t[MAX_S];
+        for (int j = 0; j < S; j++) nu[j] = normal(g);
+        double mx = -INFINITY;
+        for (int i = 0; i < S; i++) {
+            double ti = 0.0;
+            for (int j = 0; j <= i; j++) ti += L[i][j] * nu[j];
+            t[i] = sc * ti;
+            mx = fmax(mx, t[i]);
+        }
+        double se = 0.0;
+        for (int i = 0; i < S; i++) {
+            t[i] = exp_neg(t[i] - mx);
+            se += t[i];
+        }
+        double q2 = 0.0;
+        for (int j = 0; j < S; j++) {
+            double qj = 0.0;
+            for (int i = j; i < S; i++) qj += L[i][j] * t[i];
+            q2 += qj * qj;
+        }
+        acc += cv * q2 / (se * se);
+    }
+    return acc;
+}
+
+/* Fill y, v (m networks) for one row of a sweep: width n, per-head width d (both <= 0: the limit, with factor Linf,
+   s x s row-major), H heads, s tokens. Networks index0 .. index0 + m - 1 of stream `stream`. Returns 0, or 1 on bad
+   sizes. */
+int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int s, int H, double n, double d,
+                        const double *Linf, double *y, double *v) {
+    if (s < 1 || s > MAX_S || H < 1 || m < 0 || ((n > 0) != (d > 0)) || (n > 0 && n < s) || (n <= 0 && !Linf))
+        return 1;
+#pragma omp critical(attnlab_zig_init)
+    if (!zig_ready) {
+        zig_init();
+        zig_ready = 1;
+    }
+    const int limit = n <= 0;
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < m; k++) {
+        rng_t g;
+        rng_seed(&g, seed, stream, (uint64_t)(index0 + k));
+        double L[MAX_S][MAX_S];
+        if (limit) {
+            for (int i = 0; i < s; i++)
+                for (int j = 0; j < s; j++) L[i][j] = Linf[i * s + j];
+        } else {
+            const double r = chi2_mean(&g, n), sr = sqrt(r), isn = 1.0 / sqrt(n);
+            for (int i = 0; i < s; i++) {
+                for (int j = 0; j < i; j++) L[i][j] = sr * normal(&g) * isn;
+                L[i][i] = sr * sqrt(chi2_mean(&g, n - i) * (n - i) / n);
+                for (int j = i + 1; j < s; j++) L[i][j] = 0.0;
+            }
+        }
+        double g00 = 0.0;
+        for (int j = 0; j < s; j++) g00 += L[0][j] * L[0][j];
+        const double scale = sqrt(g00);
+        double acc;
+        switch (s) {
+        case 1: acc = heads_sum(1, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 2: acc = heads_sum(2, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 3: acc = heads_sum(3, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 4: acc = heads_sum(4, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 5: acc = heads_sum(5, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 6: acc = heads_sum(6, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 8: acc = heads_sum(8, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        default: acc = heads_sum(s, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break; /* s = 7, 9..16 */
+        }
+        v[k] = acc / H;
+        y[k] = sqrt(v[k]) * normal(&g);
+    }
+    return 0;
+}
+
+/* m draws of one generator from the stream (seed, 0, index0 + k) of draw k (for the tests): kind 0 the normal,
+   kind 1 chi^2_df/df. Returns 0, or 1 on a bad kind. */
+int attnlab_sakai_draws(uint64_t seed, int kind, double df, long m, double *out) {
+    if (kind < 0 || kind > 1 || (kind == 1 && !(df > 0))) return 1;
+#pragma omp critical(attnlab_zig_init)
+    if (!zig_ready) {
+        zig_init();
+        zig_ready = 1;
+    }
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < m; k++) {
+        rng_t g;
+        rng_seed(&g, seed, 0, (uint64_t)k);
+        out[k] = kind == 0 ? normal(&g) : chi2_mean(&g, df);
+    }
+    return 0;
+}

@@ -1,0 +1,88 @@
+r"""A C kernel for the exact first-token sampler (:func:`attnlab.width.exact.sample_first_token_sweep`) on the
+Wishart path (psi = clip/identity, every finite width n >= s) and for the n -> infinity limit law.
+
+Same law as the JAX path (steps 1-3 of the :mod:`attnlab.width.exact` docstring), drawn one network at a time in
+float64 with OpenMP over networks:
+
+* per network ``r = chi^2_n/n`` and the Bartlett factor of the input Gram, ``L = sqrt(r) (tril(N, -1)/sqrt(n) +
+  diag(sqrt(chi^2_{n-i}/n)))`` (the limit: the Cholesky factor of the limit Gram of spec 2.1);
+* per head ``c_Q, c_V ~ chi^2_d/d``, ``nu ~ N(0, I_s)``, ``s_a = softmax(sqrt(Gamma_00 c_Q) L nu)`` and the term
+  ``c_V |L^T s_a|^2`` of ``v``; then ``y = sqrt(v) eps``.
+
+Why C: at H = 256 (``sakai-vary-heads``) a network costs 256 heads of 4 normals and 2 chi-squares, and the JAX path
+spends about 22 ns per normal (Threefry-2x32 and Box-Muller in float64) and 68 ns per chi-square (a rejection loop
+over pending indices) on the 2-core Zen 1 machine, plus the softmax arrays through memory: 265 ns per head, 116 ns in
+the limit. Here the normals come from the ziggurat (Marsaglia and Tsang 2000, 128 boxes, in Doornik's 2005 form:
+box index and uniform from disjoint bits of one 64-bit word) and the chi-squares from Marsaglia and Tsang's gamma
+method on those normals; the bits from xoshiro256++ (Blackman and Vigna 2021), seeded per network by splitmix64 from
+(seed, stream, network index), so the numbers do not depend on the thread count. Both methods are exact in law (the
+ziggurat's rejection steps and tail make it exact up to float64 rounding), as the JAX path's are; the two paths give
+different numbers for the same key, and the tests compare their laws (two-sample KS, moments).
+
+Built and cached by :mod:`attnlab.native`; ``ATTNLAB_NATIVE=0`` disables it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from attnlab import native as _build
+
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "first_token", "draws"]
+
+MAX_TOKENS = 16
+
+
+def _setup(lib):
+    u64, i, lng, dbl, ptr = ctypes.c_uint64, ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
+    lib.attnlab_sakai_first.argtypes = [u64, u64, lng, lng, i, i, dbl, dbl, ptr, ptr, ptr]
+    lib.attnlab_sakai_first.restype = ctypes.c_int
+    lib.attnlab_sakai_draws.argtypes = [u64, i, dbl, lng, ptr]
+    lib.attnlab_sakai_draws.restype = ctypes.c_int
+
+
+_KERNEL = _build.Kernel(Path(__file__).with_name("_first_native.c"), _setup)
+available = _KERNEL.available
+unavailable_reason = _KERNEL.unavailable_reason
+
+
+def first_token(seed: int, stream: int, n_samples: int, *, n: float, d: float, n_heads: int, n_tokens: int,
+                limit_factor=None):
+    """``(y, v)``, each (n_samples,) float64, for one width: ``n`` and per-head width ``d`` (both ``inf``: the limit
+    law, with ``limit_factor`` the s x s Cholesky factor of the limit input Gram). ``seed`` (64-bit) and ``stream``
+    pick the random numbers: network k of a call uses the stream keyed by (seed, stream, k)."""
+    lib = _KERNEL.require()
+    s = int(n_tokens)
+    inf = np.isinf(n)
+    if inf != np.isinf(d) or not 1 <= s <= MAX_TOKENS or (not inf and n < s):
+        raise ValueError(f"the native first-token sampler needs n >= s (or n = d = inf) and s <= {MAX_TOKENS}; got "
+                         f"n={n}, d={d}, s={s}")
+    Linf = None
+    if inf:
+        Linf = np.ascontiguousarray(limit_factor, np.float64)
+        if Linf.shape != (s, s):
+            raise ValueError(f"the limit law needs an {s} x {s} factor; got {Linf.shape}")
+    y = np.empty(n_samples)
+    v = np.empty(n_samples)
+    p = lambda a: None if a is None else a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    status = lib.attnlab_sakai_first(int(seed) & (2**64 - 1), int(stream) & (2**64 - 1), 0, int(n_samples), s,
+                                     int(n_heads), -1.0 if inf else float(n), -1.0 if inf else float(d), p(Linf),
+                                     p(y), p(v))
+    if status != 0:
+        raise RuntimeError(f"native first-token kernel failed (status {status})")
+    return y, v
+
+
+def draws(seed: int, kind: str, n_samples: int, df: float = 1.0) -> np.ndarray:
+    """The kernel's generators alone, for the tests: ``n_samples`` normals (``kind="normal"``) or ``chi^2_df/df``
+    (``kind="chi2"``), draw k from the stream keyed by (seed, 0, k)."""
+    lib = _KERNEL.require()
+    out = np.empty(n_samples)
+    status = lib.attnlab_sakai_draws(int(seed) & (2**64 - 1), {"normal": 0, "chi2": 1}[kind], float(df),
+                                     int(n_samples), out.ctypes.data_as(ctypes.c_void_p))
+    if status != 0:
+        raise ValueError(f"bad draw request: kind={kind!r}, df={df}")
+    return out

@@ -1,0 +1,107 @@
+"""The C kernel of the first-token sampler (attnlab.width.native) against the laws it must have and the JAX path."""
+
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+
+from attnlab.width import exact, native
+
+pytestmark = pytest.mark.skipif(not native.available(), reason=f"native kernel: {native.unavailable_reason()}")
+
+
+def test_ziggurat_normals_have_the_normal_law():
+    """One million ziggurat normals: KS against N(0, 1) at level 0.001, mean and variance within 5 SE, and the mass
+    beyond the ziggurat's base R = 3.4426 (drawn by the separate tail algorithm) within 5 SE of 2 Phi(-R)."""
+    N = 1_000_000
+    z = native.draws(11, "normal", N)
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(z.mean()) < 5 / math.sqrt(N)
+    assert abs(z.var() - 1) < 5 * math.sqrt(2 / N)
+    p_tail = 2 * stats.norm.sf(3.442619855899)
+    assert abs(np.mean(np.abs(z) > 3.442619855899) - p_tail) < 5 * math.sqrt(p_tail / N)
+    assert np.array_equal(z, native.draws(11, "normal", N))  # a seed fixes the numbers
+
+
+@pytest.mark.parametrize("df", [1.0, 2.0, 3.0, 7.0, 64.0, 256.0])
+def test_chi_squares_have_the_chi_square_law(df):
+    """chi^2_df/df (Marsaglia-Tsang gamma, with the a < 1 boost at df = 1): KS against scipy's chi^2_df at level
+    0.001 and the mean within 5 SE."""
+    N = 400_000
+    c = native.draws(12, "chi2", N, df) * df
+    assert stats.kstest(c, "chi2", args=(df,)).pvalue > 1e-3
+    assert abs(c.mean() - df) < 5 * math.sqrt(2 * df / N)
+
+
+@pytest.mark.parametrize("n, d, H, s, activation", [
+    (16, 16, 2, 4, "clip"),              # Figure 1 at its smallest width
+    (256, 64, 4, 4, "clip"),             # low rank
+    (4, 4, 3, 4, "clip"),                # n = s, the smallest Wishart width
+    (9, 9, 3, 7, "clip"),                # s = 7: the generic token loop
+    (math.inf, math.inf, 1, 4, "clip"),  # the limit law
+    (math.inf, math.inf, 2, 4, "relu"),  # the ReLU limit (non-diagonal input Gram)
+])
+def test_native_and_jax_paths_draw_the_same_law(n, d, H, s, activation):
+    """Two-sample KS of y and of v (native against the JAX path, 100,000 networks each) at level 0.001, and E v
+    within 5 combined SE."""
+    N = 100_000
+    kw = dict(widths=(n,), head_widths=(d,), n_heads=H, n_tokens=s, activation=activation, n_samples=N)
+    y, v = (np.asarray(a).ravel() for a in exact.sample_first_token_sweep(jax.random.key(1), method="native", **kw))
+    yx, vx = (np.asarray(a).ravel() for a in exact.sample_first_token_sweep(jax.random.key(2), method="xla", **kw))
+    assert stats.ks_2samp(y, yx).pvalue > 1e-3
+    assert stats.ks_2samp(v, vx).pvalue > 1e-3
+    se = math.sqrt(v.var() / N + vx.var() / N)
+    assert abs(v.mean() - vx.mean()) < 5 * se
+
+
+def test_active_heads_seeds_and_determinism():
+    """A sweep with several H: each width uses its own number of heads (the law of a plain draw with that H); the
+    seeds are independent rows; the same key gives the same numbers, another key others."""
+    kw = dict(widths=(8, 8), n_heads=3, active_heads=(1, 3), n_samples=40_000, n_seeds=2, method="native")
+    y, v = (np.asarray(a) for a in exact.sample_first_token_sweep(jax.random.key(5), **kw))
+    assert y.shape == (2, 2, 40_000)
+    for w, H in enumerate((1, 3)):
+        ref, _ = exact.sample_first_token(jax.random.key(20 + H), n=8, n_heads=H, n_samples=40_000, method="xla")
+        assert stats.ks_2samp(y[0, w], np.asarray(ref)).pvalue > 1e-3
+    assert not np.array_equal(y[0], y[1])
+    again = np.asarray(exact.sample_first_token_sweep(jax.random.key(5), **kw)[0])
+    other = np.asarray(exact.sample_first_token_sweep(jax.random.key(6), **kw)[0])
+    assert np.array_equal(y, again) and not np.array_equal(y, other)
+
+
+def test_same_numbers_for_any_thread_count(tmp_path):
+    """Each network has its own random stream: 1 and 3 OpenMP threads give bit-identical draws."""
+    code = ("import numpy as np, sys, math; from attnlab.width import native as nt\n"
+            "y, v = nt.first_token(7, 3, 5000, n=32, d=32, n_heads=5, n_tokens=4)\n"
+            "np.save(sys.argv[1], np.concatenate([y, v]))\n")
+    out = []
+    for threads in (1, 3):
+        path = tmp_path / f"t{threads}.npy"
+        subprocess.run([sys.executable, "-c", code, str(path)], check=True,
+                       env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+        out.append(np.load(path))
+    np.testing.assert_array_equal(out[0], out[1])
+
+
+def test_method_selection_and_bad_input():
+    """auto takes the JAX path for explicit inputs (ReLU at finite n, clip with n < s); native refuses them; bad
+    method names and sizes are rejected."""
+    with pytest.raises(ValueError, match="method='native' needs"):
+        exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, activation="relu", n_samples=10,
+                                       method="native")
+    with pytest.raises(ValueError, match="method='native' needs"):
+        exact.sample_first_token_sweep(jax.random.key(0), widths=(2,), n_heads=2, n_samples=10, method="native")
+    with pytest.raises(ValueError, match="unknown method"):
+        exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, n_samples=10, method="gpu")
+    y, _ = exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, activation="relu",
+                                          n_samples=10)  # auto: the JAX path, no error
+    assert np.asarray(y).shape == (1, 1, 10)
+    with pytest.raises(ValueError, match="n >= s"):
+        native.first_token(0, 0, 10, n=3, d=3, n_heads=1, n_tokens=4)
+    with pytest.raises(ValueError, match="bad draw"):
+        native.draws(0, "chi2", 10, df=0.0)
