@@ -45,6 +45,10 @@ def test_chi_squares_have_the_chi_square_law(df):
     (9, 9, 3, 7, "clip"),                # s = 7: the generic token loop
     (math.inf, math.inf, 1, 4, "clip"),  # the limit law
     (math.inf, math.inf, 2, 4, "relu"),  # the ReLU limit (non-diagonal input Gram)
+    (16, 16, 2, 4, "relu"),              # explicit ReLU inputs (Figure 5 at its smallest width)
+    (64, 64, 1, 4, "relu"),
+    (3, 3, 2, 4, "relu"),                # n < s: a singular Gram (zero pivots)
+    (2, 2, 2, 4, "clip"),                # n < s with clip inputs: explicit X
 ])
 def test_native_and_jax_paths_draw_the_same_law(n, d, H, s, activation):
     """Two-sample KS of y and of v (native against the JAX path, 100,000 networks each) at level 0.001, and E v
@@ -89,19 +93,18 @@ def test_same_numbers_for_any_thread_count(tmp_path):
 
 
 def test_method_selection_and_bad_input():
-    """auto takes the JAX path for explicit inputs (ReLU at finite n, clip with n < s); native refuses them; bad
-    method names and sizes are rejected."""
+    """native refuses what it cannot draw (more than 16 tokens); bad method names and sizes are rejected; auto falls
+    back to the JAX path there."""
     with pytest.raises(ValueError, match="method='native' needs"):
-        exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, activation="relu", n_samples=10,
+        exact.sample_first_token_sweep(jax.random.key(0), widths=(32,), n_heads=1, n_tokens=17, n_samples=10,
                                        method="native")
-    with pytest.raises(ValueError, match="method='native' needs"):
-        exact.sample_first_token_sweep(jax.random.key(0), widths=(2,), n_heads=2, n_samples=10, method="native")
     with pytest.raises(ValueError, match="unknown method"):
         exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, n_samples=10, method="gpu")
-    y, _ = exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, activation="relu",
-                                          n_samples=10)  # auto: the JAX path, no error
-    assert np.asarray(y).shape == (1, 1, 10)
+    y, _ = exact.sample_first_token_sweep(jax.random.key(0), widths=(32,), n_heads=1, n_tokens=17, n_samples=10)
+    assert np.asarray(y).shape == (1, 1, 10)  # auto: the JAX path
     with pytest.raises(ValueError, match="n >= s"):
         native.first_token(0, 0, 10, n=3, d=3, n_heads=1, n_tokens=4)
+    with pytest.raises(ValueError, match="needs n >= s"):
+        native.first_token(0, 0, 10, n=3.5, d=3.5, n_heads=1, n_tokens=4, inputs="relu")
     with pytest.raises(ValueError, match="bad draw"):
         native.draws(0, "chi2", 10, df=0.0)

@@ -176,12 +176,39 @@ static inline __attribute__((always_inline)) double heads_sum(const int S, rng_t
     return acc;
 }
 
+/* Lower-triangular L with L L^T = G (s x s, PSD), a pivot below rtol * max diag set to zero with its column (as
+   attnlab.width.exact.semidefinite_cholesky: exact when the Schur complement column is zero, e.g. a ReLU input row
+   that is identically 0, probability 2^-n per token). */
+static void semidefinite_cholesky(int s, const double (*G)[MAX_S], double (*L)[MAX_S]) {
+    double scale = 0.0;
+    for (int i = 0; i < s; i++) scale = fmax(scale, G[i][i]);
+    for (int j = 0; j < s; j++) {
+        for (int i = 0; i < j; i++) L[i][j] = 0.0;
+        double piv = G[j][j];
+        for (int k = 0; k < j; k++) piv -= L[j][k] * L[j][k];
+        if (piv > 1e-12 * scale) {
+            const double ljj = sqrt(piv);
+            L[j][j] = ljj;
+            for (int i = j + 1; i < s; i++) {
+                double c = G[i][j];
+                for (int k = 0; k < j; k++) c -= L[i][k] * L[j][k];
+                L[i][j] = c / ljj;
+            }
+        } else {
+            for (int i = j; i < s; i++) L[i][j] = 0.0;
+        }
+    }
+}
+
 /* Fill y, v (m networks) for one row of a sweep: width n, per-head width d (both <= 0: the limit, with factor Linf,
-   s x s row-major), H heads, s tokens. Networks index0 .. index0 + m - 1 of stream `stream`. Returns 0, or 1 on bad
-   sizes. */
+   s x s row-major), H heads, s tokens. inputs: 0 the Wishart path (n >= s), 1 explicit clip inputs
+   X = clip(sqrt(r) Xi_0, -100, 100), 2 explicit ReLU inputs X = relu(sqrt(r) Xi_0) (Xi_0 s x n iid N(0, 1), cost
+   O(s n)), whose Gram X X^T/n is factored by semidefinite_cholesky. Networks index0 .. index0 + m - 1 of stream
+   `stream`. Returns 0, or 1 on bad sizes. */
 int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int s, int H, double n, double d,
-                        const double *Linf, double *y, double *v) {
-    if (s < 1 || s > MAX_S || H < 1 || m < 0 || ((n > 0) != (d > 0)) || (n > 0 && n < s) || (n <= 0 && !Linf))
+                        int inputs, const double *Linf, double *y, double *v) {
+    if (s < 1 || s > MAX_S || H < 1 || m < 0 || ((n > 0) != (d > 0)) || inputs < 0 || inputs > 2 ||
+        (n > 0 && inputs == 0 && n < s) || (n > 0 && inputs > 0 && (n != floor(n) || n > 1e9)) || (n <= 0 && !Linf))
         return 1;
 #pragma omp critical(attnlab_zig_init)
     if (!zig_ready) {
@@ -197,13 +224,31 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
         if (limit) {
             for (int i = 0; i < s; i++)
                 for (int j = 0; j < s; j++) L[i][j] = Linf[i * s + j];
-        } else {
+        } else if (inputs == 0) {
             const double r = chi2_mean(&g, n), sr = sqrt(r), isn = 1.0 / sqrt(n);
             for (int i = 0; i < s; i++) {
                 for (int j = 0; j < i; j++) L[i][j] = sr * normal(&g) * isn;
                 L[i][i] = sr * sqrt(chi2_mean(&g, n - i) * (n - i) / n);
                 for (int j = i + 1; j < s; j++) L[i][j] = 0.0;
             }
+        } else {
+            const double sr = sqrt(chi2_mean(&g, n));
+            double G[MAX_S][MAX_S];
+            for (int i = 0; i < s; i++)
+                for (int j = 0; j <= i; j++) G[i][j] = 0.0;
+            const long nn = (long)n;
+            for (long c = 0; c < nn; c++) {
+                double x[MAX_S];
+                for (int i = 0; i < s; i++) {
+                    const double z = sr * normal(&g);
+                    x[i] = inputs == 2 ? fmax(z, 0.0) : fmin(fmax(z, -100.0), 100.0);
+                }
+                for (int i = 0; i < s; i++)
+                    for (int j = 0; j <= i; j++) G[i][j] += x[i] * x[j];
+            }
+            for (int i = 0; i < s; i++)
+                for (int j = 0; j <= i; j++) G[j][i] = G[i][j] = G[i][j] / n;
+            semidefinite_cholesky(s, (const double (*)[MAX_S])G, L);
         }
         double g00 = 0.0;
         for (int j = 0; j < s; j++) g00 += L[0][j] * L[0][j];

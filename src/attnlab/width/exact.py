@@ -251,10 +251,9 @@ def _first_sweep(key, ns, ds, hs, kinds, n_heads, n_tokens, activation, n_sample
     return tuple(jnp.moveaxis(x, 0, 2).reshape(n_seeds, W, -1)[..., :n_samples] for x in out)
 
 
-def _native_applies(kinds, n_tokens: int) -> bool:
-    """Every width on the Wishart path or infinite (so no explicit X), s small, CPU, and the kernel compiled."""
-    return (all(k <= 0 for k in kinds) and n_tokens <= width_native.MAX_TOKENS and jax.default_backend() == "cpu"
-            and width_native.available())
+def _native_applies(n_tokens: int) -> bool:
+    """s small, the CPU backend and the kernel compiled (every kind of width: Wishart, explicit inputs, limit)."""
+    return n_tokens <= width_native.MAX_TOKENS and jax.default_backend() == "cpu" and width_native.available()
 
 
 def _native_sweep(key, widths, head_widths, kinds, n_heads: int, n_tokens: int, activation: str, n_samples: int,
@@ -269,8 +268,10 @@ def _native_sweep(key, widths, head_widths, kinds, n_heads: int, n_tokens: int, 
     for i in range(n_seeds):
         for w, (n, d, k) in enumerate(zip(widths, head_widths, kinds)):
             H = n_heads if active_heads is None else int(active_heads[w])
+            inputs = "wishart" if k == 0 else activation
             y[i, w], v[i, w] = width_native.first_token(seed, i * W + w, n_samples, n=n, d=d, n_heads=H,
-                                                        n_tokens=n_tokens, limit_factor=Linf if k < 0 else None)
+                                                        n_tokens=n_tokens, inputs=inputs,
+                                                        limit_factor=Linf if k < 0 else None)
     return jnp.asarray(y), jnp.asarray(v)
 
 
@@ -287,9 +288,9 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     the discarded heads cost their draws).
 
     ``method``: ``"xla"`` draws in one compiled JAX program; ``"native"`` in the C kernel of
-    :mod:`attnlab.width.native` (every width on the Wishart path, n >= s with clip inputs, or infinite; float64,
-    its own generators, so other numbers of the same law; 3-4x faster at H = 256 on the 2-core Zen 1 machine);
-    ``"auto"`` (default) takes ``"native"`` where it applies and is available.
+    :mod:`attnlab.width.native` (float64, its own generators, so other numbers of the same law; 3-4x faster at
+    H = 256 on the 2-core Zen 1 machine); ``"auto"`` (default) takes ``"native"`` where it is available (CPU,
+    n_tokens <= 16, the kernel compiled).
     """
     def as_num(w):
         if isinstance(w, float) and math.isinf(w):
@@ -317,10 +318,10 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
         hs = jnp.asarray(active_heads, jnp.float64)
     if method not in ("auto", "xla", "native"):
         raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
-    applies = _native_applies(kinds, n_tokens)
+    applies = _native_applies(n_tokens)
     if method == "native" and not applies:
-        raise ValueError("method='native' needs every width >= n_tokens with clip inputs (or infinite), n_tokens <= "
-                         f"{width_native.MAX_TOKENS}, the CPU backend and the compiled kernel "
+        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, the CPU backend and the "
+                         "compiled kernel "
                          f"({width_native.unavailable_reason() or 'available'})")
     if applies and method != "xla":
         return _native_sweep(key, widths, head_widths, kinds, n_heads, n_tokens, activation, n_samples, n_seeds,

@@ -38,7 +38,7 @@ MAX_TOKENS = 16
 
 def _setup(lib):
     u64, i, lng, dbl, ptr = ctypes.c_uint64, ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
-    lib.attnlab_sakai_first.argtypes = [u64, u64, lng, lng, i, i, dbl, dbl, ptr, ptr, ptr]
+    lib.attnlab_sakai_first.argtypes = [u64, u64, lng, lng, i, i, dbl, dbl, i, ptr, ptr, ptr]
     lib.attnlab_sakai_first.restype = ctypes.c_int
     lib.attnlab_sakai_draws.argtypes = [u64, i, dbl, lng, ptr]
     lib.attnlab_sakai_draws.restype = ctypes.c_int
@@ -49,17 +49,24 @@ available = _KERNEL.available
 unavailable_reason = _KERNEL.unavailable_reason
 
 
+INPUTS = {"wishart": 0, "clip": 1, "relu": 2}
+
+
 def first_token(seed: int, stream: int, n_samples: int, *, n: float, d: float, n_heads: int, n_tokens: int,
-                limit_factor=None):
+                inputs: str = "wishart", limit_factor=None):
     """``(y, v)``, each (n_samples,) float64, for one width: ``n`` and per-head width ``d`` (both ``inf``: the limit
-    law, with ``limit_factor`` the s x s Cholesky factor of the limit input Gram). ``seed`` (64-bit) and ``stream``
-    pick the random numbers: network k of a call uses the stream keyed by (seed, stream, k)."""
+    law, with ``limit_factor`` the s x s Cholesky factor of the limit input Gram). ``inputs``: ``"wishart"`` (psi =
+    identity through the Bartlett factor, n >= s), or explicit inputs ``"clip"``/``"relu"`` (``X = psi(sqrt(r) Xi_0)``
+    drawn, O(s n) per network, and its Gram factored with zero pivots allowed). ``seed`` (64-bit) and ``stream`` pick
+    the random numbers: network k of a call uses the stream keyed by (seed, stream, k)."""
     lib = _KERNEL.require()
     s = int(n_tokens)
     inf = np.isinf(n)
-    if inf != np.isinf(d) or not 1 <= s <= MAX_TOKENS or (not inf and n < s):
-        raise ValueError(f"the native first-token sampler needs n >= s (or n = d = inf) and s <= {MAX_TOKENS}; got "
-                         f"n={n}, d={d}, s={s}")
+    if (inf != np.isinf(d) or not 1 <= s <= MAX_TOKENS or inputs not in INPUTS
+            or (not inf and inputs == "wishart" and n < s) or (not inf and inputs != "wishart" and int(n) != n)):
+        raise ValueError(f"the native first-token sampler needs n >= s on the Wishart path (an integer n >= 1 for "
+                         f"explicit inputs, or n = d = inf) and s <= {MAX_TOKENS}; got n={n}, d={d}, s={s}, "
+                         f"inputs={inputs!r}")
     Linf = None
     if inf:
         Linf = np.ascontiguousarray(limit_factor, np.float64)
@@ -69,8 +76,8 @@ def first_token(seed: int, stream: int, n_samples: int, *, n: float, d: float, n
     v = np.empty(n_samples)
     p = lambda a: None if a is None else a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     status = lib.attnlab_sakai_first(int(seed) & (2**64 - 1), int(stream) & (2**64 - 1), 0, int(n_samples), s,
-                                     int(n_heads), -1.0 if inf else float(n), -1.0 if inf else float(d), p(Linf),
-                                     p(y), p(v))
+                                     int(n_heads), -1.0 if inf else float(n), -1.0 if inf else float(d),
+                                     INPUTS[inputs], p(Linf), p(y), p(v))
     if status != 0:
         raise RuntimeError(f"native first-token kernel failed (status {status})")
     return y, v
