@@ -73,7 +73,7 @@ static inline uint64_t next64(rng_t *g) {
 /* uniform in (0, 1): 53 bits, (m + 1/2) 2^-53 */
 static inline double uniform(rng_t *g) { return ((double)(next64(g) >> 11) + 0.5) * 0x1.0p-53; }
 
-static double normal_tail(rng_t *g, int negative) {
+static inline __attribute__((always_inline)) double normal_tail(rng_t *g, int negative) {
     double x, y;
     do {
         x = log(uniform(g)) / ZIG_R;
@@ -82,7 +82,7 @@ static double normal_tail(rng_t *g, int negative) {
     return negative ? x - ZIG_R : ZIG_R - x;
 }
 
-static inline double normal(rng_t *g) {
+static inline __attribute__((always_inline)) double normal(rng_t *g) {
     for (;;) {
         const uint64_t w = next64(g);
         const int i = (int)(w & 0x7F);
@@ -96,13 +96,12 @@ static inline double normal(rng_t *g) {
     }
 }
 
-/* Gamma(a), a > 0, Marsaglia-Tsang */
-static double gamma_mt(rng_t *g, double a) {
-    if (a < 1.0) {
-        const double x = gamma_mt(g, a + 1.0);
-        return x * pow(uniform(g), 1.0 / a);
-    }
-    const double dd = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * dd);
+/* Gamma(a), a > 0, Marsaglia-Tsang; for a < 1, Gamma(a + 1) U^(1/a). Inlined (no recursion), so that no generator
+   state escapes to memory and the compiler keeps it in registers. */
+static inline __attribute__((always_inline)) double gamma_mt(rng_t *g, double a) {
+    const double b = a < 1.0 ? a + 1.0 : a;
+    const double dd = b - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * dd);
+    double out;
     for (;;) {
         double x, v;
         do {
@@ -111,9 +110,12 @@ static double gamma_mt(rng_t *g, double a) {
         } while (v <= 0.0);
         v = v * v * v;
         const double u = uniform(g), x2 = x * x;
-        if (u < 1.0 - 0.0331 * x2 * x2) return dd * v;
-        if (log(u) < 0.5 * x2 + dd * (1.0 - v + log(v))) return dd * v;
+        if (u < 1.0 - 0.0331 * x2 * x2 || log(u) < 0.5 * x2 + dd * (1.0 - v + log(v))) {
+            out = dd * v;
+            break;
+        }
     }
+    return a < 1.0 ? out * pow(uniform(g), 1.0 / a) : out;
 }
 
 /* exp(x) for x <= 0 (a softmax after its maximum is subtracted), branch-free: x = k ln 2 + t with |t| <= ln2/2
@@ -158,7 +160,7 @@ static inline __attribute__((always_inline)) double heads_sum(const int S, rng_t
             double ti = 0.0;
             for (int j = 0; j <= i; j++) ti += L[i][j] * nu[j];
             t[i] = sc * ti;
-            mx = fmax(mx, t[i]);
+            mx = t[i] > mx ? t[i] : mx;
         }
         double se = 0.0;
         for (int i = 0; i < S; i++) {
@@ -176,12 +178,45 @@ static inline __attribute__((always_inline)) double heads_sum(const int S, rng_t
     return acc;
 }
 
+/* G[i][j] (j <= i) = sum over the n columns of x_i x_j, x = relu(Xi_0 column) (inputs 2) or
+   clip(sqrt(r) Xi_0 column, -100, 100) (inputs 1); S tokens, a compile-time constant in each instance so that the
+   s(s + 1)/2 sums stay in registers. */
+static inline __attribute__((always_inline)) void explicit_gram(const int S, rng_t *g, long n, int inputs, double sr,
+                                                                double (*G)[MAX_S]) {
+    double acc[MAX_S][MAX_S];
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j <= i; j++) acc[i][j] = 0.0;
+    if (inputs == 2) {
+        for (long c = 0; c < n; c++) {
+            double x[MAX_S];
+            for (int i = 0; i < S; i++) {
+                const double z = normal(g);
+                x[i] = 0.5 * (z + fabs(z)); /* relu, exact and branch-free (its sign is a coin flip) */
+            }
+            for (int i = 0; i < S; i++)
+                for (int j = 0; j <= i; j++) acc[i][j] += x[i] * x[j];
+        }
+    } else {
+        for (long c = 0; c < n; c++) {
+            double x[MAX_S];
+            for (int i = 0; i < S; i++) {
+                const double z = sr * normal(g);
+                x[i] = z > 100.0 ? 100.0 : z < -100.0 ? -100.0 : z;
+            }
+            for (int i = 0; i < S; i++)
+                for (int j = 0; j <= i; j++) acc[i][j] += x[i] * x[j];
+        }
+    }
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j <= i; j++) G[i][j] = acc[i][j];
+}
+
 /* Lower-triangular L with L L^T = G (s x s, PSD), a pivot below rtol * max diag set to zero with its column (as
    attnlab.width.exact.semidefinite_cholesky: exact when the Schur complement column is zero, e.g. a ReLU input row
    that is identically 0, probability 2^-n per token). */
 static void semidefinite_cholesky(int s, const double (*G)[MAX_S], double (*L)[MAX_S]) {
     double scale = 0.0;
-    for (int i = 0; i < s; i++) scale = fmax(scale, G[i][i]);
+    for (int i = 0; i < s; i++) scale = G[i][i] > scale ? G[i][i] : scale;
     for (int j = 0; j < s; j++) {
         for (int i = 0; i < j; i++) L[i][j] = 0.0;
         double piv = G[j][j];
@@ -232,22 +267,22 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
                 for (int j = i + 1; j < s; j++) L[i][j] = 0.0;
             }
         } else {
-            const double sr = sqrt(chi2_mean(&g, n));
             double G[MAX_S][MAX_S];
-            for (int i = 0; i < s; i++)
-                for (int j = 0; j <= i; j++) G[i][j] = 0.0;
-            const long nn = (long)n;
-            for (long c = 0; c < nn; c++) {
-                double x[MAX_S];
-                for (int i = 0; i < s; i++) {
-                    const double z = sr * normal(&g);
-                    x[i] = inputs == 2 ? fmax(z, 0.0) : fmin(fmax(z, -100.0), 100.0);
-                }
-                for (int i = 0; i < s; i++)
-                    for (int j = 0; j <= i; j++) G[i][j] += x[i] * x[j];
+            const double r = chi2_mean(&g, n), sr = sqrt(r);
+            switch (s) {
+            case 1: explicit_gram(1, &g, (long)n, inputs, sr, G); break;
+            case 2: explicit_gram(2, &g, (long)n, inputs, sr, G); break;
+            case 3: explicit_gram(3, &g, (long)n, inputs, sr, G); break;
+            case 4: explicit_gram(4, &g, (long)n, inputs, sr, G); break;
+            case 5: explicit_gram(5, &g, (long)n, inputs, sr, G); break;
+            case 6: explicit_gram(6, &g, (long)n, inputs, sr, G); break;
+            case 8: explicit_gram(8, &g, (long)n, inputs, sr, G); break;
+            default: explicit_gram(s, &g, (long)n, inputs, sr, G); break;
             }
+            /* X = psi(sqrt(r) Xi_0): relu is positively homogeneous, so its Gram is r relu(Xi_0) relu(Xi_0)^T/n;
+               clip is applied to sqrt(r) Xi_0 itself (inside explicit_gram, with r folded in below) */
             for (int i = 0; i < s; i++)
-                for (int j = 0; j <= i; j++) G[j][i] = G[i][j] = G[i][j] / n;
+                for (int j = 0; j <= i; j++) G[j][i] = G[i][j] = (inputs == 2 ? r : 1.0) * G[i][j] / n;
             semidefinite_cholesky(s, (const double (*)[MAX_S])G, L);
         }
         double g00 = 0.0;
