@@ -52,6 +52,7 @@ from attnlab.config import ExperimentConfig
 from attnlab.plot import plt
 from attnlab.presets import Check, Preset, register
 from attnlab.width import distances as dist
+from attnlab.width import native as width_native
 from attnlab.width.exact import sample_first_token_sweep, sample_scores_sweep
 from attnlab.width.finite import sample_reference, sample_reference_scores
 from attnlab.width.limit import limit_moments
@@ -128,7 +129,11 @@ def _kde_stack(rows, grid):
 
 
 def _kde_rows(rows, grid):
-    """Official KDE of each row of ``rows`` on ``grid``."""
+    """Official KDE of each row of ``rows`` on ``grid`` (uniform: the C kernel's kernel sums along the grid where it
+    is available, :func:`attnlab.width.native.kde_rows`; else the direct sums of :func:`attnlab.width.distances.kde`,
+    which it matches to a relative 1e-12)."""
+    if width_native.available() and jax.default_backend() == "cpu":
+        return width_native.kde_rows(rows, grid)
     return np.asarray(_kde_stack(jnp.asarray(rows), jnp.asarray(grid)))
 
 

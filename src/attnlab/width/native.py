@@ -31,7 +31,7 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "first_token", "draws"]
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "first_token", "draws", "kde_rows"]
 
 MAX_TOKENS = 16
 
@@ -42,6 +42,8 @@ def _setup(lib):
     lib.attnlab_sakai_first.restype = ctypes.c_int
     lib.attnlab_sakai_draws.argtypes = [u64, i, dbl, lng, ptr]
     lib.attnlab_sakai_draws.restype = ctypes.c_int
+    lib.attnlab_kde_rows.argtypes = [lng, lng, ptr, lng, ptr, ptr, ptr]
+    lib.attnlab_kde_rows.restype = None
 
 
 _KERNEL = _build.Kernel(Path(__file__).with_name("_first_native.c"), _setup)
@@ -93,3 +95,30 @@ def draws(seed: int, kind: str, n_samples: int, df: float = 1.0) -> np.ndarray:
     if status != 0:
         raise ValueError(f"bad draw request: kind={kind!r}, df={df}")
     return out
+
+
+def kde_rows(rows, grid) -> np.ndarray:
+    """scipy's ``gaussian_kde(row)(grid)`` (Scott's factor ``N^{-1/5}``, bandwidth ``factor * std(row, ddof=1)``)
+    for each row of ``rows`` (R, N), on a **uniform** ``grid`` (G,): (R, G).
+
+    The kernel sums use the quadratic exponent along the grid (one exp per point and direction, two products per
+    term, terms below 1e-40 dropped: see the C source), about 30x fewer operations than the direct sum of
+    :func:`attnlab.width.distances.kde`; they agree to a relative 1e-12 where the density exceeds the official
+    1e-12 floor (tests/width/test_native.py)."""
+    lib = _KERNEL.require()
+    rows = np.asarray(rows, np.float64)
+    grid = np.asarray(grid, np.float64)
+    R, N = rows.shape
+    G = grid.size
+    step = (grid[-1] - grid[0]) / (G - 1)
+    if G < 2 or not np.allclose(np.diff(grid), step, rtol=1e-9, atol=0.0):
+        raise ValueError("kde_rows needs a uniform grid of at least 2 points")
+    bw = N ** (-0.2) * rows.std(axis=1, ddof=1)
+    scale = 1.0 / (np.sqrt(2.0) * bw)  # per row
+    xs = np.ascontiguousarray(rows * scale[:, None])
+    g0s = np.ascontiguousarray(grid[0] * scale)
+    dgs = np.ascontiguousarray(step * scale)
+    out = np.empty((R, G))
+    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    lib.attnlab_kde_rows(R, N, p(xs), G, p(g0s), p(dgs), p(out))
+    return out / (N * bw * np.sqrt(2 * np.pi))[:, None]
