@@ -57,7 +57,7 @@ static inline void rng_seed(rng_t *g, uint64_t seed, uint64_t stream, uint64_t i
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static inline uint64_t next64(rng_t *g) {
+static inline __attribute__((always_inline)) uint64_t next64(rng_t *g) {
     uint64_t *s = g->s;
     const uint64_t result = rotl(s[0] + s[3], 23) + s[0];
     const uint64_t t = s[1] << 17;
@@ -71,7 +71,7 @@ static inline uint64_t next64(rng_t *g) {
 }
 
 /* uniform in (0, 1): 53 bits, (m + 1/2) 2^-53 */
-static inline double uniform(rng_t *g) { return ((double)(next64(g) >> 11) + 0.5) * 0x1.0p-53; }
+static inline __attribute__((always_inline)) double uniform(rng_t *g) { return ((double)(int64_t)(next64(g) >> 11) + 0.5) * 0x1.0p-53; }
 
 static inline __attribute__((always_inline)) double normal_tail(rng_t *g, int negative) {
     double x, y;
@@ -86,7 +86,7 @@ static inline __attribute__((always_inline)) double normal(rng_t *g) {
     for (;;) {
         const uint64_t w = next64(g);
         const int i = (int)(w & 0x7F);
-        const double u = 2.0 * ((double)(w >> 11) * 0x1.0p-53) - 1.0; /* [-1, 1), bits 11..63 */
+        const double u = 2.0 * ((double)(int64_t)(w >> 11) * 0x1.0p-53) - 1.0; /* [-1, 1), bits 11..63 */
         if (fabs(u) < zig_ratio[i]) return u * zig_x[i];
         if (i == 0) return normal_tail(g, u < 0);
         const double x = u * zig_x[i];
@@ -187,6 +187,8 @@ static inline __attribute__((always_inline)) void explicit_gram(const int S, rng
     for (int i = 0; i < S; i++)
         for (int j = 0; j <= i; j++) acc[i][j] = 0.0;
     if (inputs == 2) {
+        /* (drawing the signs as bits and a half-normal for the positive entries only halves the normals, but its
+           coin-flip branch mispredicts: 8.1 ns per entry against 6.8 for this, measured) */
         for (long c = 0; c < n; c++) {
             double x[MAX_S];
             for (int i = 0; i < S; i++) {
