@@ -1,8 +1,10 @@
 """Benchmark: the exact width-free Sakai sampler against the brute-force reference, and the paper presets' wall time.
 
 Throughput is networks (samples of Y[0,0]) per second after compilation, H = 2, s = 4, clip inputs, at
-n in {64, 256, 1024}; the reference draws every weight matrix as the official code does ((s + 4H) n^2 normals per
-network). Then each paper preset (sakai-vary-width, -vary-heads, -scores, -low-rank, -relu) runs at its default
+n in {64, 256, 1024}, for the exact sampler as the presets call it (``method="auto"``: the C kernel of
+:mod:`attnlab.width.native` on CPU where it compiled, else the JAX program); the reference draws every weight
+matrix as the official code does ((s + 4H) n^2 normals per network). Then each paper preset (sakai-vary-width,
+-vary-heads, -scores, -low-rank, -relu) runs at its default
 (paper) size, compilation included (``--quick``: the quick sizes), with wall and CPU time
 (``time.process_time``, more robust on a shared machine), the load average and the state of JAX's persistent
 compilation cache (``off`` when ``ATTNLAB_JAX_CACHE=off``, else ``cold``/``warm`` with its entry count before the
