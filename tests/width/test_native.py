@@ -79,10 +79,13 @@ def test_active_heads_seeds_and_determinism():
 
 
 def test_same_numbers_for_any_thread_count(tmp_path):
-    """Each network has its own random stream: 1 and 3 OpenMP threads give bit-identical draws."""
+    """Each network (and bootstrap replicate) has its own random stream: 1 and 3 OpenMP threads give bit-identical
+    draws."""
     code = ("import numpy as np, sys, math; from attnlab.width import native as nt\n"
             "y, v = nt.first_token(7, 3, 5000, n=32, d=32, n_heads=5, n_tokens=4)\n"
-            "np.save(sys.argv[1], np.concatenate([y, v]))\n")
+            "r, _ = nt.first_token(7, 4, 500, n=24, d=24, n_heads=2, n_tokens=4, inputs='relu')\n"
+            "ks, w1 = nt.bootstrap_ks_w1(7, y[:2000], v[:2000], 50)\n"
+            "np.save(sys.argv[1], np.concatenate([y, v, r, ks, w1]))\n")
     out = []
     for threads in (1, 3):
         path = tmp_path / f"t{threads}.npy"
@@ -128,3 +131,35 @@ def test_kde_rows_match_the_direct_kernel_sums():
         assert np.max(np.abs(got - want)) < 1e-13
     with pytest.raises(ValueError, match="uniform grid"):
         native.kde_rows(rows, np.array([0.0, 1.0, 3.0]))
+
+
+def test_bootstrap_has_the_law_of_the_jax_bootstrap():
+    """Poisson(1) bootstrap of (KS, W1) by the C kernel against distances.bootstrap_ks_w1 (400 replicates each): the
+    replicates' means within 5 SE and their spreads within 20%; a seed fixes the replicates."""
+    import jax.numpy as jnp
+
+    from attnlab.width import distances
+
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal(5000), 1.05 * rng.standard_normal(5000) + 0.02
+    nat = np.stack(native.bootstrap_ks_w1(9, x, y, 400))
+    ref = np.asarray(distances.bootstrap_ks_w1(jax.random.key(9), jnp.asarray(x), jnp.asarray(y), 400))
+    for a, b in zip(nat, ref):
+        assert abs(a.mean() - b.mean()) < 5 * math.sqrt(a.var() / a.size + b.var() / b.size)
+        assert 0.8 < a.std() / b.std() < 1.25
+    assert np.array_equal(nat, np.stack(native.bootstrap_ks_w1(9, x, y, 400)))
+
+
+def test_ks_w1_rows_match_the_pooled_argsort():
+    """KS and W1 by merging the sorted rows in C against distances.ks_w1_rows (stable argsort of the pooled pair):
+    KS identical, W1 to a relative 1e-12, with ties between the samples and samples of different sizes."""
+    from attnlab.width import distances
+
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((3, 3000)), 1.1 * rng.standard_normal((3, 2000))
+    x[0, :50] = y[0, :50]  # ties across the samples
+    x[1, :40] = 0.5  # ties within and across
+    y[1, :30] = 0.5
+    got, want = native.ks_w1_rows(x, y), distances.ks_w1_rows(x, y)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)

@@ -137,6 +137,16 @@ def _kde_stack(rows, grid):
     return jax.lax.map(lambda x: dist.kde(x, grid), rows)
 
 
+def _bootstrap(key, x, y, n_boot: int):
+    """Poisson-bootstrap replicates of (KS, W1), (2, n_boot): the C kernel (:func:`attnlab.width.native.
+    bootstrap_ks_w1`, same law, its own streams) where it is available, else :func:`attnlab.width.distances.
+    bootstrap_ks_w1`."""
+    if width_native.available() and jax.default_backend() == "cpu":
+        k0, k1 = (int(w) for w in np.asarray(jax.random.bits(key, (2,), jnp.uint32)))
+        return np.stack(width_native.bootstrap_ks_w1((k0 << 32) | k1, x, y, n_boot))
+    return np.asarray(dist.bootstrap_ks_w1(key, jnp.asarray(x), jnp.asarray(y), n_boot))
+
+
 def _kde_rows(rows, grid):
     """Official KDE of each row of ``rows`` on ``grid`` (uniform: the C kernel's kernel sums along the grid where it
     is available, :func:`attnlab.width.native.kde_rows`; else the direct sums of :func:`attnlab.width.distances.kde`,
@@ -262,7 +272,8 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     # KS and W1: per seed, pooled over seeds, bootstrap on seed 0; null floor from two limit samples. Each family of
     # comparisons is one call (rows of finite-vs-limit pairs, then the limit-vs-limit null pairs)
     def ksw_rows(a, b):
-        return np.stack(dist.ks_w1_rows(a, b), -1)
+        native = width_native.available()  # the C merge of the sorted rows, else the pooled argsort (same numbers)
+        return np.stack((width_native.ks_w1_rows if native else dist.ks_w1_rows)(a, b), -1)
 
     seed_rows = ksw_rows(np.concatenate([y_fin.reshape(C * S, N), y_lim.reshape(nh * S, N)]),
                          np.concatenate([y_lim[hidx].reshape(C * S, N), y_null.reshape(nh * S, N)]))
@@ -270,8 +281,8 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     pooled_rows = ksw_rows(np.concatenate([y_fin.reshape(C, S * N), y_lim.reshape(nh, S * N)]),
                            np.concatenate([y_lim[hidx].reshape(C, S * N), y_null.reshape(nh, S * N)]))
     pooled, pooled_null = pooled_rows[:C], pooled_rows[C:]
-    boot = np.array([np.asarray(dist.bootstrap_ks_w1(jax.random.fold_in(k_boot, c), jnp.asarray(y_fin[c, 0]),
-                                                     jnp.asarray(y_lim[hidx[c], 0]), cfg.n_boot)) for c in range(C)])
+    boot = np.array([_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot)
+                     for c in range(C)])
     boot_ci = np.percentile(boot, [2.5, 97.5], axis=-1)  # (2, C, 2 stats)
 
     # Rao-Blackwellised KL of the scale mixtures (seed 0), its floor, and the Gaussian baseline of the limit

@@ -1,6 +1,8 @@
-/* Exact first-token sampler of the Sakai et al. attention layer (spec 4.3, steps 1-3 of attnlab/width/exact.py's
-   docstring) for inputs on the Wishart path (psi = clip/identity, n >= s) and for the n -> infinity limit law, in
-   float64, one network per iteration, OpenMP over networks: see attnlab/width/native.py.
+/* C kernels of the Sakai presets (see attnlab/width/native.py): the exact first-token sampler of the attention layer
+   (spec 4.3, steps 1-3 of attnlab/width/exact.py's docstring) for inputs on the Wishart path (psi = clip/identity,
+   n >= s), explicit clip/ReLU inputs and the n -> infinity limit law, in float64, one network per iteration, OpenMP
+   over networks; and the presets' distances (the official KDE on a uniform grid, the Poisson bootstrap of KS/W1,
+   KS/W1 of sorted samples), at the end of this file.
 
    Per network (its own random stream, keyed by (seed, stream, network index), so the numbers do not depend on the
    thread count):
@@ -364,4 +366,78 @@ void attnlab_kde_rows(long R, long N, const double *x, long G, const double *g0s
             }
         }
     }
+}
+
+/* Poisson(1) bootstrap of the two-sample KS statistic and 1-Wasserstein distance (as
+   attnlab.width.distances.bootstrap_ks_w1): zs (N) the pooled points sorted, is_x (N) 1 for a point of the first
+   sample; replicate b gives every point an independent Poisson(1) weight (inversion of its CDF, one uniform each)
+   and returns the KS and W1 of the two weighted empirical laws. Replicate b uses the stream (seed, 0, b), so the
+   numbers do not depend on the thread count; w (n_threads x N scratch) is allocated here. Returns 0, or 2 when out
+   of memory. */
+int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsigned char *is_x, long n_boot,
+                            double *ks, double *w1) {
+    double cdf[18], term = exp(-1.0), c = 0.0; /* the Poisson(1) CDF at 0..17 (1 - 1e-17 at 17) */
+    for (int k = 0; k < 18; k++) {
+        c += term;
+        cdf[k] = c;
+        term /= k + 1;
+    }
+    int status = 0;
+#pragma omp parallel
+    {
+        double *w = malloc(sizeof(double) * (N > 0 ? N : 1));
+        if (!w) {
+#pragma omp atomic write
+            status = 2;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (long b = 0; b < n_boot; b++) {
+            if (!w) continue;
+            rng_t g;
+            rng_seed(&g, seed, 0, (uint64_t)b);
+            double sx = 0.0, sy = 0.0;
+            for (long i = 0; i < N; i++) {
+                const double u = uniform(&g);
+                int k = 0;
+                while (k < 18 && u >= cdf[k]) k++;
+                w[i] = k;
+                if (is_x[i]) sx += k;
+                else sy += k;
+            }
+            double fx = 0.0, fy = 0.0, d = 0.0, area = 0.0;
+            for (long i = 0; i < N; i++) {
+                if (is_x[i]) fx += w[i];
+                else fy += w[i];
+                const double gap = fabs(fx / sx - fy / sy);
+                d = gap > d ? gap : d;
+                if (i + 1 < N) area += gap * (zs[i + 1] - zs[i]);
+            }
+            ks[b] = d;
+            w1[b] = area;
+        }
+        free(w);
+    }
+    return status;
+}
+
+/* KS statistic and 1-Wasserstein distance of two samples given sorted (xs: nx points, ys: ny points), by merging
+   them in the order of a stable sort of (x, y) (a point of x before an equal point of y), as
+   attnlab.width.distances.ks_w1_rows does with its pooled argsort: out[0] = max |F_x - F_y| over the merged points,
+   out[1] = sum of |F_x - F_y| times the gap to the next merged point. */
+void attnlab_ks_w1_sorted(long nx, const double *xs, long ny, const double *ys, double *out) {
+    long i = 0, j = 0;
+    double d = 0.0, area = 0.0, prev = 0.0, prev_gap = 0.0;
+    const long N = nx + ny;
+    for (long k = 0; k < N; k++) {
+        double z;
+        if (j >= ny || (i < nx && xs[i] <= ys[j])) z = xs[i++];
+        else z = ys[j++];
+        if (k > 0) area += prev_gap * (z - prev);
+        const double gap = fabs((double)i / nx - (double)j / ny);
+        d = gap > d ? gap : d;
+        prev = z;
+        prev_gap = gap;
+    }
+    out[0] = d;
+    out[1] = area;
 }
