@@ -215,6 +215,84 @@ static inline __attribute__((always_inline)) void explicit_gram(const int S, rng
         for (int j = 0; j <= i; j++) G[i][j] = acc[i][j];
 }
 
+/* The ReLU Gram of 4 tokens with the normals drawn 4 at a time (AVX2): column c of Xi_0 is one vector of 4 lanes.
+   Bits: 4 xoshiro256++ streams in the lanes, seeded from the network's stream g. Normals: the ziggurat's box step
+   vectorised (the uniform from bits 12..63 as a 52-bit mantissa, the box index from bits 0..6; the 8 table entries
+   by scalar loads, which beat AVX2's gather on Zen 1: 5.9 ns per entry against 6.6-7.3 with gathers and 7.8-8.5
+   for the scalar ziggurat, one thread); a lane whose box step rejects (about 1.2%) continues the ziggurat in scalar code with its own (i, u)
+   (wedge or tail test; a full rejection restarts with a fresh scalar normal from g, as the ziggurat's loop does), so
+   each entry has exactly the ziggurat's law. relu by max(z, 0). Accumulates the 10 products per column as
+   x * x, x * rot1(x), x * rot2(x). */
+#include <immintrin.h>
+static inline __attribute__((always_inline)) __m256i rotl4(__m256i x, int k) {
+    return _mm256_or_si256(_mm256_slli_epi64(x, k), _mm256_srli_epi64(x, 64 - k));
+}
+
+static double zig_continue(rng_t *g, int i, double u) {
+    if (i == 0) return normal_tail(g, u < 0);
+    const double x = u * zig_x[i];
+    const double f0 = exp(-0.5 * (zig_x[i] * zig_x[i] - x * x));
+    const double f1 = exp(-0.5 * (zig_x[i + 1] * zig_x[i + 1] - x * x));
+    if (f1 + uniform(g) * (f0 - f1) < 1.0) return x;
+    return normal(g);
+}
+
+static void relu_gram4(rng_t *g, long n, double (*G)[MAX_S]) {
+    uint64_t seeds[16];
+    for (int k = 0; k < 16; k++) seeds[k] = next64(g) | (k == 0);
+    __m256i s0 = _mm256_loadu_si256((const __m256i *)seeds), s1 = _mm256_loadu_si256((const __m256i *)(seeds + 4)),
+            s2 = _mm256_loadu_si256((const __m256i *)(seeds + 8)), s3 = _mm256_loadu_si256((const __m256i *)(seeds + 12));
+    const __m256i mask7 = _mm256_set1_epi64x(0x7F), expo = _mm256_set1_epi64x(0x4330000000000000ll);
+    const __m256d two52 = _mm256_set1_pd(0x1.0p52), scale = _mm256_set1_pd(0x1.0p-51), one = _mm256_set1_pd(1.0),
+                  absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll)), zero = _mm256_setzero_pd();
+    __m256d a0 = zero, a1 = zero, a2 = zero;
+    for (long c = 0; c < n; c++) {
+        const __m256i w = _mm256_add_epi64(rotl4(_mm256_add_epi64(s0, s3), 23), s0);
+        const __m256i t = _mm256_slli_epi64(s1, 17);
+        s2 = _mm256_xor_si256(s2, s0);
+        s3 = _mm256_xor_si256(s3, s1);
+        s1 = _mm256_xor_si256(s1, s2);
+        s0 = _mm256_xor_si256(s0, s3);
+        s2 = _mm256_xor_si256(s2, t);
+        s3 = rotl4(s3, 45);
+        const __m256i idx = _mm256_and_si256(w, mask7);
+        const __m256d m = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(w, 12), expo)), two52);
+        const __m256d u = _mm256_sub_pd(_mm256_mul_pd(m, scale), one); /* [-1, 1) */
+        const uint64_t w0 = (uint64_t)_mm256_extract_epi64(w, 0) & 0x7F, w1 = (uint64_t)_mm256_extract_epi64(w, 1) & 0x7F,
+                       w2 = (uint64_t)_mm256_extract_epi64(w, 2) & 0x7F, w3 = (uint64_t)_mm256_extract_epi64(w, 3) & 0x7F;
+        const __m256d ratio = _mm256_set_pd(zig_ratio[w3], zig_ratio[w2], zig_ratio[w1], zig_ratio[w0]),
+                      xi = _mm256_set_pd(zig_x[w3], zig_x[w2], zig_x[w1], zig_x[w0]);
+        const __m256d ok = _mm256_cmp_pd(_mm256_and_pd(u, absmask), ratio, _CMP_LT_OQ);
+        __m256d z = _mm256_mul_pd(u, xi);
+        const int acc = _mm256_movemask_pd(ok);
+        if (acc != 0xF) {
+            double zs[4], us[4];
+            long long is[4];
+            _mm256_storeu_pd(zs, z);
+            _mm256_storeu_pd(us, u);
+            _mm256_storeu_si256((__m256i *)is, idx);
+            for (int l = 0; l < 4; l++)
+                if (!(acc >> l & 1)) zs[l] = zig_continue(g, (int)is[l], us[l]);
+            z = _mm256_loadu_pd(zs);
+        }
+        const __m256d x = _mm256_max_pd(z, zero);
+        a0 = _mm256_fmadd_pd(x, x, a0);
+        a1 = _mm256_fmadd_pd(x, _mm256_permute4x64_pd(x, 0x39), a1); /* lanes (1, 2, 3, 0) */
+        a2 = _mm256_fmadd_pd(x, _mm256_permute4x64_pd(x, 0x4E), a2); /* lanes (2, 3, 0, 1) */
+    }
+    double d0[4], d1[4], d2[4];
+    _mm256_storeu_pd(d0, a0);
+    _mm256_storeu_pd(d1, a1);
+    _mm256_storeu_pd(d2, a2);
+    for (int i = 0; i < 4; i++) G[i][i] = d0[i];
+    G[1][0] = d1[0];
+    G[2][1] = d1[1];
+    G[3][2] = d1[2];
+    G[3][0] = d1[3];
+    G[2][0] = d2[0];
+    G[3][1] = d2[1];
+}
+
 /* Lower-triangular L with L L^T = G (s x s, PSD), a pivot below rtol * max diag set to zero with its column (as
    attnlab.width.exact.semidefinite_cholesky: exact when the Schur complement column is zero, e.g. a ReLU input row
    that is identically 0, probability 2^-n per token). */
@@ -277,7 +355,10 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
             case 1: explicit_gram(1, &g, (long)n, inputs, sr, G); break;
             case 2: explicit_gram(2, &g, (long)n, inputs, sr, G); break;
             case 3: explicit_gram(3, &g, (long)n, inputs, sr, G); break;
-            case 4: explicit_gram(4, &g, (long)n, inputs, sr, G); break;
+            case 4:
+                if (inputs == 2) relu_gram4(&g, (long)n, G);
+                else explicit_gram(4, &g, (long)n, inputs, sr, G);
+                break;
             case 5: explicit_gram(5, &g, (long)n, inputs, sr, G); break;
             case 6: explicit_gram(6, &g, (long)n, inputs, sr, G); break;
             case 8: explicit_gram(8, &g, (long)n, inputs, sr, G); break;
