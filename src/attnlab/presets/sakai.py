@@ -36,14 +36,14 @@ per entry in a ``lax.map`` body, 15 ns at top level); so was using both halves o
 recomputes the shared blocks for each half).
 
 Since the fifth session of 2026-11-23, on CPU the draws run in C (:mod:`attnlab.width.native`: a ziggurat normal on
-xoshiro256++ at about 6.5 ns, a Marsaglia-Tsang chi-square, one stream per network, the same law as the JAX path
-and tested against it) and so does the official KDE (kernel sums along the uniform grid, one exp per point and
-direction). On the slower 2-core Zen 1 machine, compile cache off, every check passing: vary-width 13.0-14.7 s,
-vary-heads 32.2-36.2, scores 6.9-8.2, low-rank 15.5-17.3, relu 47.8-54.1; total 115.5-130.4 s, against 416.8 s for
-the JAX path measured the same hour. The relu preset still spends 27 s on its 5.4e9 input normals (scalar, about
-9 ns per entry on one thread with the Gram), 8 s on the Poisson bootstrap and 4 s on the KS/W1 sorts; vary-heads
-about 11 s on the 3 x 1.3e8 heads of its H = 256 rows. So the issue's one-minute total for the five paper presets
-is not reached on this machine.
+xoshiro256++, 4 lanes at a time for the ReLU inputs, a Marsaglia-Tsang chi-square, one stream per network, the same
+law as the JAX path and tested against it), and so do the official KDE (kernel sums along the uniform grid, one exp
+per point and direction), the Poisson bootstrap of KS/W1 and KS/W1 themselves (a merge of the sorted samples). On
+the slower 2-core Zen 1 machine, compile cache off, every check passing: vary-width 9.6 s, vary-heads 38.0, scores
+9.0, low-rank 12.8, relu 30.8; total 100.2 s, against 416.8 s for the JAX path measured the same hour. The relu
+preset still spends about 16 s on its 5.4e9 input normals (5.9 ns per entry on one thread, with the Gram) and
+vary-heads about 11 s on the 3 x 1.3e8 heads of its H = 256 rows. So the issue's one-minute total for the five
+paper presets is not reached on this machine.
 """
 
 from __future__ import annotations
