@@ -142,8 +142,7 @@ def _bootstrap(key, x, y, n_boot: int):
     bootstrap_ks_w1`, same law, its own streams) where it is available, else :func:`attnlab.width.distances.
     bootstrap_ks_w1`."""
     if width_native.available() and jax.default_backend() == "cpu":
-        k0, k1 = (int(w) for w in np.asarray(jax.random.bits(key, (2,), jnp.uint32)))
-        return np.stack(width_native.bootstrap_ks_w1((k0 << 32) | k1, x, y, n_boot))
+        return np.stack(width_native.bootstrap_ks_w1(width_native.seed_from_key(key), x, y, n_boot))
     return np.asarray(dist.bootstrap_ks_w1(key, jnp.asarray(x), jnp.asarray(y), n_boot))
 
 

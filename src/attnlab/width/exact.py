@@ -260,8 +260,7 @@ def _native_sweep(key, widths, head_widths, kinds, n_heads: int, n_tokens: int, 
                   n_seeds: int, active_heads):
     """:func:`sample_first_token_sweep` by the C kernel of :mod:`attnlab.width.native`: one call per (seed, width),
     the stream ``seed * len(widths) + width index`` of a 64-bit seed taken from ``key``."""
-    k0, k1 = (int(w) for w in np.asarray(jax.random.bits(key, (2,), jnp.uint32)))
-    seed = (k0 << 32) | k1
+    seed = width_native.seed_from_key(key)
     Linf = np.linalg.cholesky(_limit_gram(activation, n_tokens))
     W = len(widths)
     y, v = np.empty((n_seeds, W, n_samples)), np.empty((n_seeds, W, n_samples))

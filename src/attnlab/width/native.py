@@ -34,8 +34,8 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "first_token", "draws", "kde_rows", "bootstrap_ks_w1",
-           "ks_w1_rows"]
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "draws", "kde_rows",
+           "bootstrap_ks_w1", "ks_w1_rows"]
 
 MAX_TOKENS = 16
 
@@ -60,6 +60,16 @@ unavailable_reason = _KERNEL.unavailable_reason
 
 
 INPUTS = {"wishart": 0, "clip": 1, "relu": 2}
+
+
+def seed_from_key(key) -> int:
+    """The 64-bit seed of the kernels' streams for a JAX key: its first two 32-bit words (as attnlab._random keys its
+    Threefry blocks), so a key still fixes every number."""
+    import jax
+    import jax.numpy as jnp
+
+    k0, k1 = (int(w) for w in np.asarray(jax.random.bits(key, (2,), jnp.uint32)))
+    return (k0 << 32) | k1
 
 
 def first_token(seed: int, stream: int, n_samples: int, *, n: float, d: float, n_heads: int, n_tokens: int,
