@@ -38,7 +38,65 @@ def test_chi_squares_have_the_chi_square_law(df):
     assert abs(c.mean() - df) < 5 * math.sqrt(2 * df / N)
 
 
+def test_four_lane_normals_have_the_normal_law():
+    """The 4-lane (AVX2) ziggurat of the vectorised heads and ReLU Gram, one million draws: KS against N(0, 1) at
+    level 0.001, mean and variance within 5 SE, the tail mass beyond R within 5 SE (the tail and the wedges run in
+    the scalar continuation of a rejected lane), and no correlation between the lanes of one vector."""
+    N = 1_000_000
+    z = native.draws(13, "normal4", N)
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(z.mean()) < 5 / math.sqrt(N)
+    assert abs(z.var() - 1) < 5 * math.sqrt(2 / N)
+    p_tail = 2 * stats.norm.sf(3.442619855899)
+    assert abs(np.mean(np.abs(z) > 3.442619855899) - p_tail) < 5 * math.sqrt(p_tail / N)
+    lanes = z.reshape(-1, 4)
+    for a, b in ((0, 1), (1, 2), (2, 3), (0, 3)):
+        assert abs(np.mean(lanes[:, a] * lanes[:, b])) < 5 / math.sqrt(lanes.shape[0])
+    assert np.array_equal(z, native.draws(13, "normal4", N))
+
+
+@pytest.mark.parametrize("df", [2.0, 3.0, 8.0, 64.0, 256.0])
+def test_four_lane_chi_squares_have_the_chi_square_law(df):
+    """chi^2_df/df from the 4-lane Marsaglia-Tsang step (a lane failing the squeeze finishes in scalar code): KS
+    against scipy's chi^2_df at level 0.001 and the mean within 5 SE; df = 2 is the smallest the heads use it for."""
+    N = 400_000
+    c = native.draws(14, "chi2_4", N, df) * df
+    assert stats.kstest(c, "chi2", args=(df,)).pvalue > 1e-3
+    assert abs(c.mean() - df) < 5 * math.sqrt(2 * df / N)
+
+
+@pytest.mark.parametrize("n", [1, 5, 33, 200])
+def test_relu_gram_by_sign_pattern_has_the_law_of_the_direct_sum(n):
+    """The ReLU Gram drawn by sign pattern (chi^2 for the single-positive columns, two columns per vector for the
+    pairs, masked vectors for the rest) against its definition sum_c relu(z_c) relu(z_c)^T, z_c iid N(0, I_4): every
+    entry's mean within 5 SE of n/2 (diagonal) and n/(2 pi) (off-diagonal), the diagonal variance n (3/2 - 1/4)
+    within 5 SE, two diagonal entries uncorrelated, and two-sample KS (level 0.001) of G_00, G_10 and G_32 against
+    the direct sum drawn with numpy. n = 1 and 5 leave most patterns empty and odd pair counts common."""
+    N = 100_000
+    G = native.relu_gram(15, n, N)
+    assert np.array_equal(G, np.swapaxes(G, 1, 2))
+    rng = np.random.default_rng(16)
+    R = np.zeros((N, 4, 4))
+    for lo in range(0, N, 10_000):
+        x = np.maximum(rng.standard_normal((10_000, n, 4)), 0.0)
+        R[lo:lo + 10_000] = np.einsum("mci,mcj->mij", x, x)
+    off_var = n * (1 / 4 - 1 / (4 * math.pi**2))  # Var relu(z) relu(z') = E relu^2 E relu^2 - (E relu)^4
+    for i in range(4):
+        for j in range(i + 1):
+            mean, var = (n / 2, n * (3 / 2 - 1 / 4)) if i == j else (n / (2 * math.pi), off_var)
+            assert abs(G[:, i, j].mean() - mean) < 5 * math.sqrt(var / N), (i, j)
+    assert abs(G[:, 0, 0].var() - n * 1.25) < 5 * np.std((G[:, 0, 0] - n / 2) ** 2) / math.sqrt(N)
+    assert abs(np.corrcoef(G[:, 0, 0], G[:, 1, 1])[0, 1]) < 5 / math.sqrt(N)
+    for i, j in ((0, 0), (1, 0), (3, 2)):
+        assert stats.ks_2samp(G[:, i, j], R[:, i, j]).pvalue > 1e-3, (i, j)
+
+
 @pytest.mark.parametrize("n, d, H, s, activation", [
+    (256, 256, 16, 4, "clip"),           # 4 heads per vector (H >= 3, s = 4), chi^2_256 in the lanes
+    (math.inf, math.inf, 9, 4, "clip"),  # vector heads in the limit, H not a multiple of 4
+    (64, 2, 8, 4, "clip"),               # vector heads at head width 2 (Gamma(1) in the lanes)
+    (64, 3, 5, 4, "clip"),               # and 3 (Gamma(3/2)); H = 5
+    (256, 256, 2, 4, "relu"),            # the ReLU Gram by sign pattern, 16 columns per pattern on average
     (16, 16, 2, 4, "clip"),              # Figure 1 at its smallest width
     (256, 64, 4, 4, "clip"),             # low rank
     (4, 4, 3, 4, "clip"),                # n = s, the smallest Wishart width
@@ -61,6 +119,20 @@ def test_native_and_jax_paths_draw_the_same_law(n, d, H, s, activation):
     assert stats.ks_2samp(v, vx).pvalue > 1e-3
     se = math.sqrt(v.var() / N + vx.var() / N)
     assert abs(v.mean() - vx.mean()) < 5 * se
+
+
+@pytest.mark.parametrize("n, activation", [(8, "clip"), (2, "clip"), (64, "relu")])
+def test_native_score_probe_has_the_law_of_the_jax_path(n, activation):
+    """The score probe G_00 of the C kernel against the JAX program (two-sample KS at level 0.001, 100,000 each):
+    the Wishart path, explicit clip inputs at n < s and ReLU inputs; the 1/n-scaled score is G_00/sqrt(n)."""
+    kw = dict(widths=(n,), activation=activation, n_samples=100_000)
+    g, gl = (np.asarray(a)[0] for a in exact.sample_scores_sweep(jax.random.key(3), method="native", **kw))
+    gx, _ = (np.asarray(a)[0] for a in exact.sample_scores_sweep(jax.random.key(4), method="xla", **kw))
+    assert stats.ks_2samp(g, gx).pvalue > 1e-3
+    np.testing.assert_allclose(gl, g / math.sqrt(n))
+    again = np.asarray(exact.sample_scores(jax.random.key(3), n=n, activation=activation, n_samples=1000,
+                                           method="native")[0])
+    np.testing.assert_array_equal(again, g[:1000])  # a key fixes the numbers
 
 
 def test_active_heads_seeds_and_determinism():
@@ -103,6 +175,12 @@ def test_method_selection_and_bad_input():
                                        method="native")
     with pytest.raises(ValueError, match="unknown method"):
         exact.sample_first_token_sweep(jax.random.key(0), widths=(16,), n_heads=2, n_samples=10, method="gpu")
+    with pytest.raises(ValueError, match="unknown method"):
+        exact.sample_scores_sweep(jax.random.key(0), widths=(16,), n_samples=10, method="gpu")
+    with pytest.raises(ValueError, match="method='native' needs"):
+        exact.sample_scores(jax.random.key(0), n=32, n_tokens=17, n_samples=10, method="native")
+    with pytest.raises(ValueError, match="native score sampler needs"):
+        native.scores(0, 0, 10, n=3, n_tokens=4)
     y, _ = exact.sample_first_token_sweep(jax.random.key(0), widths=(32,), n_heads=1, n_tokens=17, n_samples=10)
     assert np.asarray(y).shape == (1, 1, 10)  # auto: the JAX path
     with pytest.raises(ValueError, match="n >= s"):
@@ -111,6 +189,12 @@ def test_method_selection_and_bad_input():
         native.first_token(0, 0, 10, n=3.5, d=3.5, n_heads=1, n_tokens=4, inputs="relu")
     with pytest.raises(ValueError, match="bad draw"):
         native.draws(0, "chi2", 10, df=0.0)
+    with pytest.raises(ValueError, match="bad draw"):
+        native.draws(0, "chi2_4", 10, df=1.5)
+    with pytest.raises(ValueError, match="integer n >= 1"):
+        native.relu_gram(0, 0, 10)
+    with pytest.raises(ValueError, match="unknown draw kind"):
+        native.draws(0, "uniform", 10)
 
 
 def test_kde_rows_match_the_direct_kernel_sums():

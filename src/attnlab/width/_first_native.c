@@ -23,6 +23,9 @@
 #define ZIG_R 3.442619855899
 #define ZIG_V 9.91256303526217e-3
 #define MAX_S 16
+#ifndef HEADS4_MIN
+#define HEADS4_MIN 3 /* heads from which s = 4 draws 4 heads per vector */
+#endif
 
 static double zig_x[ZIG_C + 1], zig_ratio[ZIG_C];
 static int zig_ready = 0;
@@ -215,17 +218,62 @@ static inline __attribute__((always_inline)) void explicit_gram(const int S, rng
         for (int j = 0; j <= i; j++) G[i][j] = acc[i][j];
 }
 
-/* The ReLU Gram of 4 tokens with the normals drawn 4 at a time (AVX2): column c of Xi_0 is one vector of 4 lanes.
-   Bits: 4 xoshiro256++ streams in the lanes, seeded from the network's stream g. Normals: the ziggurat's box step
-   vectorised (the uniform from bits 12..63 as a 52-bit mantissa, the box index from bits 0..6; the 8 table entries
-   by scalar loads, which beat AVX2's gather on Zen 1: 5.9 ns per entry against 6.6-7.3 with gathers and 7.8-8.5
-   for the scalar ziggurat, one thread); a lane whose box step rejects (about 1.2%) continues the ziggurat in scalar code with its own (i, u)
-   (wedge or tail test; a full rejection restarts with a fresh scalar normal from g, as the ziggurat's loop does), so
-   each entry has exactly the ziggurat's law. relu by max(z, 0). Accumulates the 10 products per column as
-   x * x, x * rot1(x), x * rot2(x). */
+/* AVX2 vectors of draws (4 lanes, float64). Bits: 4 xoshiro256++ streams in the lanes, seeded from the network's
+   stream g. Normals (normal4): the ziggurat's box step vectorised (the uniform from bits 12..63 as a 52-bit
+   mantissa, the box index from bits 0..6; the 8 table entries by scalar loads, which beat AVX2's gather on Zen 1:
+   5.9 ns per entry against 6.6-7.3 with gathers and 7.8-8.5 for the scalar ziggurat, one thread, in the ReLU Gram);
+   a lane whose box step rejects (about 1.2%) continues the ziggurat in scalar code with its own (i, u) (wedge or
+   tail test; a full rejection restarts with a fresh scalar normal from g, as the ziggurat's loop does), so each lane
+   has exactly the ziggurat's law. Chi-squares (gamma4): Marsaglia-Tsang's first candidate in the lanes (squeeze
+   test), a lane that fails the squeeze finishes in scalar code (the log test, then fresh scalar candidates from g
+   until one is accepted: the law of the rejection sampler, whose candidates are iid). exp4_neg: exp_neg in the
+   lanes. */
 #include <immintrin.h>
+
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "attnlab native kernel needs AVX2 and FMA"
+#endif
+
+typedef struct {
+    __m256i s0, s1, s2, s3;
+} rng4_t;
+
 static inline __attribute__((always_inline)) __m256i rotl4(__m256i x, int k) {
     return _mm256_or_si256(_mm256_slli_epi64(x, k), _mm256_srli_epi64(x, 64 - k));
+}
+
+/* 16 words of g, the first word of each lane made odd (no lane's state is zero) */
+static inline void rng4_seed(rng4_t *r, rng_t *g) {
+    uint64_t w[16];
+    for (int k = 0; k < 16; k++) w[k] = next64(g) | (uint64_t)(k < 4);
+    r->s0 = _mm256_loadu_si256((const __m256i *)w);
+    r->s1 = _mm256_loadu_si256((const __m256i *)(w + 4));
+    r->s2 = _mm256_loadu_si256((const __m256i *)(w + 8));
+    r->s3 = _mm256_loadu_si256((const __m256i *)(w + 12));
+}
+
+static inline __attribute__((always_inline)) __m256i next4(rng4_t *r) {
+    const __m256i w = _mm256_add_epi64(rotl4(_mm256_add_epi64(r->s0, r->s3), 23), r->s0);
+    const __m256i t = _mm256_slli_epi64(r->s1, 17);
+    r->s2 = _mm256_xor_si256(r->s2, r->s0);
+    r->s3 = _mm256_xor_si256(r->s3, r->s1);
+    r->s1 = _mm256_xor_si256(r->s1, r->s2);
+    r->s0 = _mm256_xor_si256(r->s0, r->s3);
+    r->s2 = _mm256_xor_si256(r->s2, t);
+    r->s3 = rotl4(r->s3, 45);
+    return w;
+}
+
+/* bits 12..63 as the double m in [0, 2^52) (exact: 2^52 + m built in the mantissa, minus 2^52) */
+static inline __attribute__((always_inline)) __m256d top52(__m256i w) {
+    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(w, 12),
+                                                             _mm256_set1_epi64x(0x4330000000000000ll))),
+                         _mm256_set1_pd(0x1.0p52));
+}
+
+/* uniform in (0, 1): (m + 1/2) 2^-52 */
+static inline __attribute__((always_inline)) __m256d uniform4(rng4_t *r) {
+    return _mm256_mul_pd(_mm256_add_pd(top52(next4(r)), _mm256_set1_pd(0.5)), _mm256_set1_pd(0x1.0p-52));
 }
 
 static double zig_continue(rng_t *g, int i, double u) {
@@ -237,60 +285,191 @@ static double zig_continue(rng_t *g, int i, double u) {
     return normal(g);
 }
 
-static void relu_gram4(rng_t *g, long n, double (*G)[MAX_S]) {
-    uint64_t seeds[16];
-    for (int k = 0; k < 16; k++) seeds[k] = next64(g) | (k == 0);
-    __m256i s0 = _mm256_loadu_si256((const __m256i *)seeds), s1 = _mm256_loadu_si256((const __m256i *)(seeds + 4)),
-            s2 = _mm256_loadu_si256((const __m256i *)(seeds + 8)), s3 = _mm256_loadu_si256((const __m256i *)(seeds + 12));
-    const __m256i mask7 = _mm256_set1_epi64x(0x7F), expo = _mm256_set1_epi64x(0x4330000000000000ll);
-    const __m256d two52 = _mm256_set1_pd(0x1.0p52), scale = _mm256_set1_pd(0x1.0p-51), one = _mm256_set1_pd(1.0),
-                  absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll)), zero = _mm256_setzero_pd();
-    __m256d a0 = zero, a1 = zero, a2 = zero;
-    for (long c = 0; c < n; c++) {
-        const __m256i w = _mm256_add_epi64(rotl4(_mm256_add_epi64(s0, s3), 23), s0);
-        const __m256i t = _mm256_slli_epi64(s1, 17);
-        s2 = _mm256_xor_si256(s2, s0);
-        s3 = _mm256_xor_si256(s3, s1);
-        s1 = _mm256_xor_si256(s1, s2);
-        s0 = _mm256_xor_si256(s0, s3);
-        s2 = _mm256_xor_si256(s2, t);
-        s3 = rotl4(s3, 45);
-        const __m256i idx = _mm256_and_si256(w, mask7);
-        const __m256d m = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(w, 12), expo)), two52);
-        const __m256d u = _mm256_sub_pd(_mm256_mul_pd(m, scale), one); /* [-1, 1) */
-        const uint64_t w0 = (uint64_t)_mm256_extract_epi64(w, 0) & 0x7F, w1 = (uint64_t)_mm256_extract_epi64(w, 1) & 0x7F,
-                       w2 = (uint64_t)_mm256_extract_epi64(w, 2) & 0x7F, w3 = (uint64_t)_mm256_extract_epi64(w, 3) & 0x7F;
-        const __m256d ratio = _mm256_set_pd(zig_ratio[w3], zig_ratio[w2], zig_ratio[w1], zig_ratio[w0]),
-                      xi = _mm256_set_pd(zig_x[w3], zig_x[w2], zig_x[w1], zig_x[w0]);
-        const __m256d ok = _mm256_cmp_pd(_mm256_and_pd(u, absmask), ratio, _CMP_LT_OQ);
-        __m256d z = _mm256_mul_pd(u, xi);
-        const int acc = _mm256_movemask_pd(ok);
-        if (acc != 0xF) {
-            double zs[4], us[4];
-            long long is[4];
-            _mm256_storeu_pd(zs, z);
-            _mm256_storeu_pd(us, u);
-            _mm256_storeu_si256((__m256i *)is, idx);
-            for (int l = 0; l < 4; l++)
-                if (!(acc >> l & 1)) zs[l] = zig_continue(g, (int)is[l], us[l]);
-            z = _mm256_loadu_pd(zs);
+static inline __attribute__((always_inline)) __m256d normal4(rng4_t *r, rng_t *g) {
+    const __m256i w = next4(r);
+    const __m256d u = _mm256_sub_pd(_mm256_mul_pd(top52(w), _mm256_set1_pd(0x1.0p-51)), _mm256_set1_pd(1.0));
+    const uint64_t w0 = (uint64_t)_mm256_extract_epi64(w, 0) & 0x7F, w1 = (uint64_t)_mm256_extract_epi64(w, 1) & 0x7F,
+                   w2 = (uint64_t)_mm256_extract_epi64(w, 2) & 0x7F, w3 = (uint64_t)_mm256_extract_epi64(w, 3) & 0x7F;
+    const __m256d ratio = _mm256_set_pd(zig_ratio[w3], zig_ratio[w2], zig_ratio[w1], zig_ratio[w0]),
+                  xi = _mm256_set_pd(zig_x[w3], zig_x[w2], zig_x[w1], zig_x[w0]);
+    const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll));
+    const __m256d ok = _mm256_cmp_pd(_mm256_and_pd(u, absmask), ratio, _CMP_LT_OQ);
+    __m256d z = _mm256_mul_pd(u, xi);
+    const int acc = _mm256_movemask_pd(ok);
+    if (__builtin_expect(acc != 0xF, 0)) {
+        double zs[4], us[4];
+        _mm256_storeu_pd(zs, z);
+        _mm256_storeu_pd(us, u);
+        const int is[4] = {(int)w0, (int)w1, (int)w2, (int)w3};
+        for (int l = 0; l < 4; l++)
+            if (!(acc >> l & 1)) zs[l] = zig_continue(g, is[l], us[l]);
+        z = _mm256_loadu_pd(zs);
+    }
+    return z;
+}
+
+/* Gamma(a) in the lanes, a >= 1 (Marsaglia-Tsang, d = a - 1/3, c = 1/sqrt(9 d)) */
+static inline __attribute__((always_inline)) __m256d gamma4(rng4_t *r, rng_t *g, double a) {
+    const double dd = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * dd);
+    const __m256d x = normal4(r, g), one = _mm256_set1_pd(1.0);
+    const __m256d v = _mm256_fmadd_pd(_mm256_set1_pd(c), x, one), v3 = _mm256_mul_pd(_mm256_mul_pd(v, v), v);
+    const __m256d u = uniform4(r), x2 = _mm256_mul_pd(x, x);
+    const __m256d sq = _mm256_fnmadd_pd(_mm256_set1_pd(0.0331), _mm256_mul_pd(x2, x2), one);
+    const __m256d ok = _mm256_and_pd(_mm256_cmp_pd(v, _mm256_setzero_pd(), _CMP_GT_OQ),
+                                     _mm256_cmp_pd(u, sq, _CMP_LT_OQ));
+    __m256d out = _mm256_mul_pd(_mm256_set1_pd(dd), v3);
+    const int acc = _mm256_movemask_pd(ok);
+    if (acc != 0xF) {
+        double os[4], xs[4], vs[4], us[4];
+        _mm256_storeu_pd(os, out);
+        _mm256_storeu_pd(xs, x2);
+        _mm256_storeu_pd(vs, v3);
+        _mm256_storeu_pd(us, u);
+        for (int l = 0; l < 4; l++) {
+            if (acc >> l & 1) continue;
+            if (!(vs[l] > 0.0 && log(us[l]) < 0.5 * xs[l] + dd * (1.0 - vs[l] + log(vs[l])))) os[l] = gamma_mt(g, a);
         }
-        const __m256d x = _mm256_max_pd(z, zero);
-        a0 = _mm256_fmadd_pd(x, x, a0);
-        a1 = _mm256_fmadd_pd(x, _mm256_permute4x64_pd(x, 0x39), a1); /* lanes (1, 2, 3, 0) */
-        a2 = _mm256_fmadd_pd(x, _mm256_permute4x64_pd(x, 0x4E), a2); /* lanes (2, 3, 0, 1) */
+        out = _mm256_loadu_pd(os);
+    }
+    return out;
+}
+
+/* exp_neg in the lanes (the same reduction and polynomial) */
+static inline __attribute__((always_inline)) __m256d exp4_neg(__m256d x) {
+    x = _mm256_max_pd(x, _mm256_set1_pd(-700.0));
+    const __m256d magic = _mm256_set1_pd(0x1.8p52);
+    const __m256d kk = _mm256_add_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)), magic);
+    const __m256d k = _mm256_sub_pd(kk, magic);
+    __m256d t = _mm256_fnmadd_pd(k, _mm256_set1_pd(0.693147180369123816490), x);
+    t = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), t);
+#define C_(v) _mm256_set1_pd(v)
+    const __m256d t2 = _mm256_mul_pd(t, t), t4 = _mm256_mul_pd(t2, t2), t8 = _mm256_mul_pd(t4, t4);
+    const __m256d a01 = _mm256_add_pd(C_(1.0), t), a23 = _mm256_fmadd_pd(t, C_(1.0 / 6.0), C_(0.5)),
+                  a45 = _mm256_fmadd_pd(t, C_(1.0 / 120.0), C_(1.0 / 24.0)),
+                  a67 = _mm256_fmadd_pd(t, C_(1.0 / 5040.0), C_(1.0 / 720.0)),
+                  a89 = _mm256_fmadd_pd(t, C_(1.0 / 362880.0), C_(1.0 / 40320.0)),
+                  a1011 = _mm256_fmadd_pd(t, C_(1.0 / 39916800.0), C_(1.0 / 3628800.0)),
+                  a1213 = _mm256_fmadd_pd(t, C_(1.0 / 6227020800.0), C_(1.0 / 479001600.0));
+#undef C_
+    const __m256d b03 = _mm256_fmadd_pd(t2, a23, a01), b47 = _mm256_fmadd_pd(t2, a67, a45),
+                  b811 = _mm256_fmadd_pd(t2, a1011, a89);
+    const __m256d c07 = _mm256_fmadd_pd(t4, b47, b03), c813 = _mm256_fmadd_pd(t4, a1213, b811);
+    const __m256d p = _mm256_fmadd_pd(t8, c813, c07);
+    /* 2^k: the low bits of kk's mantissa hold k (two's complement), shifted into the exponent field */
+    return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(p), _mm256_slli_epi64(_mm256_castpd_si256(kk), 52)));
+}
+
+static inline double hsum4(__m256d v) {
+    __m128d a = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(a, _mm_unpackhi_pd(a, a)));
+}
+
+/* heads_sum for s = 4 with 4 heads in the lanes (H not a multiple of 4: the last vector's extra lanes are drawn and
+   dropped); d >= 2 for a finite width (chi^2_d/d = Gamma(d/2) 2/d with d/2 >= 1) */
+static double heads_sum4(rng_t *g, const double (*L)[MAX_S], double scale, int H, int limit, double d) {
+    rng4_t r;
+    rng4_seed(&r, g);
+    const double a = 0.5 * d;
+    const __m256d cs = _mm256_set1_pd(2.0 / d), sc0 = _mm256_set1_pd(scale);
+    const __m256d l00 = _mm256_set1_pd(L[0][0]), l10 = _mm256_set1_pd(L[1][0]), l11 = _mm256_set1_pd(L[1][1]),
+                  l20 = _mm256_set1_pd(L[2][0]), l21 = _mm256_set1_pd(L[2][1]), l22 = _mm256_set1_pd(L[2][2]),
+                  l30 = _mm256_set1_pd(L[3][0]), l31 = _mm256_set1_pd(L[3][1]), l32 = _mm256_set1_pd(L[3][2]),
+                  l33 = _mm256_set1_pd(L[3][3]);
+    __m256d acc = _mm256_setzero_pd();
+    for (int h = 0; h < H; h += 4) {
+        __m256d sc = sc0, cv = _mm256_set1_pd(1.0);
+        if (!limit) {
+            const __m256d cq = _mm256_mul_pd(gamma4(&r, g, a), cs);
+            cv = _mm256_mul_pd(gamma4(&r, g, a), cs);
+            sc = _mm256_mul_pd(sc, _mm256_sqrt_pd(cq));
+        }
+        const __m256d nu0 = normal4(&r, g), nu1 = normal4(&r, g), nu2 = normal4(&r, g), nu3 = normal4(&r, g);
+        const __m256d t0 = _mm256_mul_pd(sc, _mm256_mul_pd(l00, nu0)),
+                      t1 = _mm256_mul_pd(sc, _mm256_fmadd_pd(l10, nu0, _mm256_mul_pd(l11, nu1))),
+                      t2 = _mm256_mul_pd(sc, _mm256_fmadd_pd(l20, nu0, _mm256_fmadd_pd(l21, nu1, _mm256_mul_pd(l22, nu2)))),
+                      t3 = _mm256_mul_pd(sc, _mm256_fmadd_pd(l30, nu0, _mm256_fmadd_pd(l31, nu1,
+                                                             _mm256_fmadd_pd(l32, nu2, _mm256_mul_pd(l33, nu3)))));
+        const __m256d mx = _mm256_max_pd(_mm256_max_pd(t0, t1), _mm256_max_pd(t2, t3));
+        const __m256d e0 = exp4_neg(_mm256_sub_pd(t0, mx)), e1 = exp4_neg(_mm256_sub_pd(t1, mx)),
+                      e2 = exp4_neg(_mm256_sub_pd(t2, mx)), e3 = exp4_neg(_mm256_sub_pd(t3, mx));
+        const __m256d se = _mm256_add_pd(_mm256_add_pd(e0, e1), _mm256_add_pd(e2, e3));
+        const __m256d q0 = _mm256_fmadd_pd(l00, e0, _mm256_fmadd_pd(l10, e1, _mm256_fmadd_pd(l20, e2, _mm256_mul_pd(l30, e3)))),
+                      q1 = _mm256_fmadd_pd(l11, e1, _mm256_fmadd_pd(l21, e2, _mm256_mul_pd(l31, e3))),
+                      q2 = _mm256_fmadd_pd(l22, e2, _mm256_mul_pd(l32, e3)), q3 = _mm256_mul_pd(l33, e3);
+        const __m256d qq = _mm256_fmadd_pd(q0, q0, _mm256_fmadd_pd(q1, q1, _mm256_fmadd_pd(q2, q2, _mm256_mul_pd(q3, q3))));
+        __m256d term = _mm256_div_pd(_mm256_mul_pd(cv, qq), _mm256_mul_pd(se, se));
+        if (H - h < 4) {
+            const __m256d lane = _mm256_set_pd(3.0, 2.0, 1.0, 0.0);
+            term = _mm256_and_pd(term, _mm256_cmp_pd(lane, _mm256_set1_pd((double)(H - h)), _CMP_LT_OQ));
+        }
+        acc = _mm256_add_pd(acc, term);
+    }
+    return hsum4(acc);
+}
+
+/* The ReLU Gram of 4 tokens, sum over the n columns z of Xi_0 of relu(z) relu(z)^T, grouped by sign pattern: the
+   pattern P of a column (the set of its positive entries) is uniform on the 16 subsets and independent of |z|,
+   whose entries are iid half-normals; so with m_P the number of columns of pattern P (4 bits per column, counted),
+     |P| = 1: the column adds z_i^2 to G_ii, and the m_P of them add chi^2_{m_P} (one draw);
+     |P| = 2: 2 columns per vector of 4 half-normals (a, b, a', b'), adding a^2, b^2 and a b;
+     |P| >= 3: one column per vector of 4 half-normals, the lanes outside P zeroed, adding x x^T as
+               x * x, x * rot1(x), x * rot2(x).
+   Exact (the same law as drawing the s n normals), with 2n half-normals per network on average instead of 4n. */
+static void relu_gram4(rng_t *g, long n, double (*G)[MAX_S]) {
+    long m[16] = {0};
+    for (long c = 0; c < n; c += 16) {
+        uint64_t w = next64(g);
+        const int k = n - c < 16 ? (int)(n - c) : 16;
+        for (int j = 0; j < k; j++, w >>= 4) m[w & 15]++;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j <= i; j++) G[i][j] = 0.0;
+    for (int i = 0; i < 4; i++)
+        if (m[1 << i] > 0) G[i][i] = 2.0 * gamma_mt(g, 0.5 * (double)m[1 << i]);
+    rng4_t r;
+    rng4_seed(&r, g);
+    const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll)),
+                  low = _mm256_castsi256_pd(_mm256_set_epi64x(0, 0, -1, -1)), zero = _mm256_setzero_pd();
+    for (int P = 3; P < 16; P++) {
+        if (__builtin_popcount(P) != 2 || m[P] == 0) continue;
+        const int i = __builtin_ctz(P), j = 31 - __builtin_clz(P);
+        __m256d sq = zero, cr = zero;
+        for (long c = 0; c < m[P]; c += 2) {
+            __m256d z = _mm256_and_pd(normal4(&r, g), absmask);
+            if (m[P] - c == 1) z = _mm256_and_pd(z, low);
+            sq = _mm256_fmadd_pd(z, z, sq);
+            cr = _mm256_fmadd_pd(z, _mm256_permute_pd(z, 0x5), cr);
+        }
+        double a[4], b[4];
+        _mm256_storeu_pd(a, sq);
+        _mm256_storeu_pd(b, cr);
+        G[i][i] += a[0] + a[2];
+        G[j][j] += a[1] + a[3];
+        G[j][i] += b[0] + b[2];
+    }
+    __m256d a0 = zero, a1 = zero, a2 = zero;
+    for (int P = 7; P < 16; P++) {
+        if (__builtin_popcount(P) < 3) continue;
+        const __m256d mask = _mm256_castsi256_pd(_mm256_set_epi64x(-(long long)(P >> 3 & 1), -(long long)(P >> 2 & 1),
+                                                                   -(long long)(P >> 1 & 1), -(long long)(P & 1)));
+        for (long c = 0; c < m[P]; c++) {
+            const __m256d x = _mm256_and_pd(_mm256_and_pd(normal4(&r, g), absmask), mask);
+            a0 = _mm256_fmadd_pd(x, x, a0);
+            a1 = _mm256_fmadd_pd(x, _mm256_permute4x64_pd(x, 0x39), a1); /* lanes (1, 2, 3, 0) */
+            a2 = _mm256_fmadd_pd(x, _mm256_permute4x64_pd(x, 0x4E), a2); /* lanes (2, 3, 0, 1) */
+        }
     }
     double d0[4], d1[4], d2[4];
     _mm256_storeu_pd(d0, a0);
     _mm256_storeu_pd(d1, a1);
     _mm256_storeu_pd(d2, a2);
-    for (int i = 0; i < 4; i++) G[i][i] = d0[i];
-    G[1][0] = d1[0];
-    G[2][1] = d1[1];
-    G[3][2] = d1[2];
-    G[3][0] = d1[3];
-    G[2][0] = d2[0];
-    G[3][1] = d2[1];
+    for (int i = 0; i < 4; i++) G[i][i] += d0[i];
+    G[1][0] += d1[0];
+    G[2][1] += d1[1];
+    G[3][2] += d1[2];
+    G[3][0] += d1[3];
+    G[2][0] += d2[0];
+    G[3][1] += d2[1];
 }
 
 /* Lower-triangular L with L L^T = G (s x s, PSD), a pivot below rtol * max diag set to zero with its column (as
@@ -317,6 +496,44 @@ static void semidefinite_cholesky(int s, const double (*G)[MAX_S], double (*L)[M
     }
 }
 
+/* The factor L (s x s, lower triangular) of the input Gram X X^T/n of one network: the limit factor Linf when given,
+   else the Wishart path (inputs 0, n >= s) or explicit inputs (1 clip, 2 ReLU; see attnlab_sakai_first). */
+static inline __attribute__((always_inline)) void input_factor(rng_t *g, int s, double n, int inputs,
+                                                                const double *Linf, double (*L)[MAX_S]) {
+    if (Linf) {
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j < s; j++) L[i][j] = Linf[i * s + j];
+    } else if (inputs == 0) {
+        const double r = chi2_mean(g, n), sr = sqrt(r), isn = 1.0 / sqrt(n);
+        for (int i = 0; i < s; i++) {
+            for (int j = 0; j < i; j++) L[i][j] = sr * normal(g) * isn;
+            L[i][i] = sr * sqrt(chi2_mean(g, n - i) * (n - i) / n);
+            for (int j = i + 1; j < s; j++) L[i][j] = 0.0;
+        }
+    } else {
+        double G[MAX_S][MAX_S];
+        const double r = chi2_mean(g, n), sr = sqrt(r);
+        switch (s) {
+        case 1: explicit_gram(1, g, (long)n, inputs, sr, G); break;
+        case 2: explicit_gram(2, g, (long)n, inputs, sr, G); break;
+        case 3: explicit_gram(3, g, (long)n, inputs, sr, G); break;
+        case 4:
+            if (inputs == 2) relu_gram4(g, (long)n, G);
+            else explicit_gram(4, g, (long)n, inputs, sr, G);
+            break;
+        case 5: explicit_gram(5, g, (long)n, inputs, sr, G); break;
+        case 6: explicit_gram(6, g, (long)n, inputs, sr, G); break;
+        case 8: explicit_gram(8, g, (long)n, inputs, sr, G); break;
+        default: explicit_gram(s, g, (long)n, inputs, sr, G); break;
+        }
+        /* X = psi(sqrt(r) Xi_0): relu is positively homogeneous, so its Gram is r relu(Xi_0) relu(Xi_0)^T/n;
+           clip is applied to sqrt(r) Xi_0 itself (inside explicit_gram, with r folded in below) */
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j <= i; j++) G[j][i] = G[i][j] = (inputs == 2 ? r : 1.0) * G[i][j] / n;
+        semidefinite_cholesky(s, (const double (*)[MAX_S])G, L);
+    }
+}
+
 /* Fill y, v (m networks) for one row of a sweep: width n, per-head width d (both <= 0: the limit, with factor Linf,
    s x s row-major), H heads, s tokens. inputs: 0 the Wishart path (n >= s), 1 explicit clip inputs
    X = clip(sqrt(r) Xi_0, -100, 100), 2 explicit ReLU inputs X = relu(sqrt(r) Xi_0) (Xi_0 s x n iid N(0, 1), cost
@@ -338,38 +555,7 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
         rng_t g;
         rng_seed(&g, seed, stream, (uint64_t)(index0 + k));
         double L[MAX_S][MAX_S];
-        if (limit) {
-            for (int i = 0; i < s; i++)
-                for (int j = 0; j < s; j++) L[i][j] = Linf[i * s + j];
-        } else if (inputs == 0) {
-            const double r = chi2_mean(&g, n), sr = sqrt(r), isn = 1.0 / sqrt(n);
-            for (int i = 0; i < s; i++) {
-                for (int j = 0; j < i; j++) L[i][j] = sr * normal(&g) * isn;
-                L[i][i] = sr * sqrt(chi2_mean(&g, n - i) * (n - i) / n);
-                for (int j = i + 1; j < s; j++) L[i][j] = 0.0;
-            }
-        } else {
-            double G[MAX_S][MAX_S];
-            const double r = chi2_mean(&g, n), sr = sqrt(r);
-            switch (s) {
-            case 1: explicit_gram(1, &g, (long)n, inputs, sr, G); break;
-            case 2: explicit_gram(2, &g, (long)n, inputs, sr, G); break;
-            case 3: explicit_gram(3, &g, (long)n, inputs, sr, G); break;
-            case 4:
-                if (inputs == 2) relu_gram4(&g, (long)n, G);
-                else explicit_gram(4, &g, (long)n, inputs, sr, G);
-                break;
-            case 5: explicit_gram(5, &g, (long)n, inputs, sr, G); break;
-            case 6: explicit_gram(6, &g, (long)n, inputs, sr, G); break;
-            case 8: explicit_gram(8, &g, (long)n, inputs, sr, G); break;
-            default: explicit_gram(s, &g, (long)n, inputs, sr, G); break;
-            }
-            /* X = psi(sqrt(r) Xi_0): relu is positively homogeneous, so its Gram is r relu(Xi_0) relu(Xi_0)^T/n;
-               clip is applied to sqrt(r) Xi_0 itself (inside explicit_gram, with r folded in below) */
-            for (int i = 0; i < s; i++)
-                for (int j = 0; j <= i; j++) G[j][i] = G[i][j] = (inputs == 2 ? r : 1.0) * G[i][j] / n;
-            semidefinite_cholesky(s, (const double (*)[MAX_S])G, L);
-        }
+        input_factor(&g, s, n, inputs, limit ? Linf : NULL, L);
         double g00 = 0.0;
         for (int j = 0; j < s; j++) g00 += L[0][j] * L[0][j];
         const double scale = sqrt(g00);
@@ -378,7 +564,10 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
         case 1: acc = heads_sum(1, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
         case 2: acc = heads_sum(2, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
         case 3: acc = heads_sum(3, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
-        case 4: acc = heads_sum(4, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
+        case 4:
+            acc = H >= HEADS4_MIN && (limit || d >= 2.0) ? heads_sum4(&g, (const double (*)[MAX_S])L, scale, H, limit, d)
+                                                        : heads_sum(4, &g, (const double (*)[MAX_S])L, scale, H, limit, d);
+            break;
         case 5: acc = heads_sum(5, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
         case 6: acc = heads_sum(6, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
         case 8: acc = heads_sum(8, &g, (const double (*)[MAX_S])L, scale, H, limit, d); break;
@@ -390,14 +579,71 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
     return 0;
 }
 
-/* m draws of one generator from the stream (seed, 0, index0 + k) of draw k (for the tests): kind 0 the normal,
-   kind 1 chi^2_df/df. Returns 0, or 1 on a bad kind. */
-int attnlab_sakai_draws(uint64_t seed, int kind, double df, long m, double *out) {
-    if (kind < 0 || kind > 1 || (kind == 1 && !(df > 0))) return 1;
+/* The score probe (spec 1.4, 2.8), one network per draw: g[k] = Gamma_00 sqrt(chi^2_n/n) N(0, 1), the score
+   (Q K^T)_00/sqrt(n) given the input Gram (Q_0, K_0 in R^n with iid N(0, Gamma_00) entries, so Q_0 . K_0 =
+   Gamma_00 |a| N(0, 1), |a|^2 ~ chi^2_n), with Gamma_00 = (L L^T)_00 from input_factor. Networks index0 ..
+   index0 + m - 1 of stream `stream`. Returns 0, or 1 on bad sizes. */
+int attnlab_sakai_scores(uint64_t seed, uint64_t stream, long index0, long m, int s, double n, int inputs, double *out) {
+    if (s < 1 || s > MAX_S || m < 0 || !(n >= 1) || inputs < 0 || inputs > 2 || (inputs == 0 && n < s) ||
+        (inputs > 0 && (n != floor(n) || n > 1e9)))
+        return 1;
 #pragma omp critical(attnlab_zig_init)
     if (!zig_ready) {
         zig_init();
         zig_ready = 1;
+    }
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < m; k++) {
+        rng_t g;
+        rng_seed(&g, seed, stream, (uint64_t)(index0 + k));
+        double L[MAX_S][MAX_S];
+        input_factor(&g, s, n, inputs, NULL, L);
+        double g00 = 0.0;
+        for (int j = 0; j < s; j++) g00 += L[0][j] * L[0][j];
+        out[k] = g00 * sqrt(chi2_mean(&g, n)) * normal(&g);
+    }
+    return 0;
+}
+
+/* m draws of one generator (for the tests): kind 0 the normal, kind 1 chi^2_df/df, draw k from the stream
+   (seed, 0, index k); kinds 2 and 3 the same from the 4-lane generators (normal4, gamma4; df >= 2), draws 4b..4b+3
+   from the lanes seeded by the stream (seed, 0, b); kind 4: m ReLU Grams relu(Xi_0) relu(Xi_0)^T of s = 4 tokens
+   and n = df columns (relu_gram4), 16 numbers each (row-major, symmetric), Gram k from the stream (seed, 0, k).
+   Returns 0, or 1 on a bad kind or df. */
+int attnlab_sakai_draws(uint64_t seed, int kind, double df, long m, double *out) {
+    if (kind < 0 || kind > 4 || (kind == 1 && !(df > 0)) || (kind == 3 && !(df >= 2)) ||
+        (kind == 4 && !(df >= 1 && df == floor(df) && df <= 1e9)))
+        return 1;
+#pragma omp critical(attnlab_zig_init)
+    if (!zig_ready) {
+        zig_init();
+        zig_ready = 1;
+    }
+    if (kind == 4) {
+#pragma omp parallel for schedule(static)
+        for (long k = 0; k < m; k++) {
+            rng_t g;
+            rng_seed(&g, seed, 0, (uint64_t)k);
+            double G[MAX_S][MAX_S];
+            relu_gram4(&g, (long)df, G);
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j <= i; j++) out[16 * k + 4 * i + j] = out[16 * k + 4 * j + i] = G[i][j];
+        }
+        return 0;
+    }
+    if (kind >= 2) {
+#pragma omp parallel for schedule(static)
+        for (long b = 0; b < (m + 3) / 4; b++) {
+            rng_t g;
+            rng4_t r;
+            rng_seed(&g, seed, 0, (uint64_t)b);
+            rng4_seed(&r, &g);
+            double o[4];
+            _mm256_storeu_pd(o, kind == 2 ? normal4(&r, &g) : _mm256_mul_pd(gamma4(&r, &g, 0.5 * df),
+                                                                             _mm256_set1_pd(2.0 / df)));
+            for (int l = 0; l < 4 && 4 * b + l < m; l++) out[4 * b + l] = o[l];
+        }
+        return 0;
     }
 #pragma omp parallel for schedule(static)
     for (long k = 0; k < m; k++) {

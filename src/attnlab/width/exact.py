@@ -402,14 +402,18 @@ def _draw_tokens(k, m, n, d, n_heads, n_tokens, activation, n_out):
 
 
 def sample_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n_samples: int,
-                  chunk: int = 50_000):
+                  chunk: int = 50_000, method: str = "auto"):
     r"""Exact score probe: ``G_00 = Gamma_00 sqrt(chi^2_n/n) N(0,1)`` at 1/sqrt(n) scaling, and ``G_00/sqrt(n)``.
 
     Spec 2.8: for psi = identity ``Gamma_00 = (chi^2_n/n)(chi^2'_n/n)`` and ``Var G_00 = (1 + 2/n)^2``.
-    Returns ``(g_sqrt, g_lin)`` like :func:`attnlab.width.finite.sample_reference_scores`.
+    Returns ``(g_sqrt, g_lin)`` like :func:`attnlab.width.finite.sample_reference_scores`. ``method`` as in
+    :func:`sample_scores_sweep`.
     """
     check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
-
+    if method != "xla":
+        g, gl = sample_scores_sweep(key, widths=(n,), n_tokens=n_tokens, activation=activation, n_samples=n_samples,
+                                    chunk=chunk, method=method)
+        return g[0], gl[0]
     return _sample("scores", (n, n_tokens, activation), key, n_samples, chunk)
 
 
@@ -422,19 +426,34 @@ def _draw_scores(k, m, n, n_tokens, activation):
 
 
 def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "clip", n_samples: int,
-                        chunk: int = 50_000):
+                        chunk: int = 50_000, method: str = "auto"):
     """:func:`sample_scores` at several widths: ``(g_sqrt, g_lin)``, each (len(widths), n_samples).
 
-    On the Wishart path (clip/identity, every n >= s) the widths are traced values of one compiled program;
-    otherwise each width is drawn by :func:`sample_scores`.
+    ``method``: ``"xla"``: on the Wishart path (clip/identity, every n >= s) the widths are traced values of one
+    compiled program, otherwise each width is drawn by :func:`sample_scores`; ``"native"``: the C kernel of
+    :mod:`attnlab.width.native` (three draws per network, no compilation; other numbers of the same law); ``"auto"``
+    (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16, the kernel compiled).
     """
     widths = tuple(int(n) for n in widths)
     for n in widths:
         check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
+    if method not in ("auto", "xla", "native"):
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
+    applies = _native_applies(n_tokens)
+    if method == "native" and not applies:
+        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, the CPU backend and the "
+                         f"compiled kernel ({width_native.unavailable_reason() or 'available'})")
+    if applies and method != "xla":
+        seed = width_native.seed_from_key(key)
+        kinds = _sweep_kinds(widths, n_tokens, activation)
+        g = np.stack([width_native.scores(seed, w, n_samples, n=n, n_tokens=n_tokens,
+                                          inputs="wishart" if k == 0 else activation)
+                      for w, (n, k) in enumerate(zip(widths, kinds))])
+        return jnp.asarray(g), jnp.asarray(g / np.sqrt(np.asarray(widths, np.float64))[:, None])
     if all(_wishart_path(n, n_tokens, activation) for n in widths):
         return _scores_sweep(key, jnp.asarray(widths, jnp.float64), n_tokens, activation, n_samples, chunk)
-    parts = [sample_scores(k, n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples, chunk=chunk)
-             for k, n in zip(jax.random.split(key, len(widths)), widths)]
+    parts = [sample_scores(k, n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples, chunk=chunk,
+                           method="xla") for k, n in zip(jax.random.split(key, len(widths)), widths)]
     return tuple(jnp.stack([p[i] for p in parts]) for i in range(2))
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "draws", "kde_rows",
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "scores", "draws", "relu_gram", "kde_rows",
            "bootstrap_ks_w1", "ks_w1_rows"]
 
 MAX_TOKENS = 16
@@ -44,6 +44,8 @@ def _setup(lib):
     u64, i, lng, dbl, ptr = ctypes.c_uint64, ctypes.c_int, ctypes.c_long, ctypes.c_double, ctypes.c_void_p
     lib.attnlab_sakai_first.argtypes = [u64, u64, lng, lng, i, i, dbl, dbl, i, ptr, ptr, ptr]
     lib.attnlab_sakai_first.restype = ctypes.c_int
+    lib.attnlab_sakai_scores.argtypes = [u64, u64, lng, lng, i, dbl, i, ptr]
+    lib.attnlab_sakai_scores.restype = ctypes.c_int
     lib.attnlab_sakai_draws.argtypes = [u64, i, dbl, lng, ptr]
     lib.attnlab_sakai_draws.restype = ctypes.c_int
     lib.attnlab_kde_rows.argtypes = [lng, lng, ptr, lng, ptr, ptr, ptr]
@@ -103,15 +105,51 @@ def first_token(seed: int, stream: int, n_samples: int, *, n: float, d: float, n
     return y, v
 
 
+def scores(seed: int, stream: int, n_samples: int, *, n: int, n_tokens: int, inputs: str = "wishart") -> np.ndarray:
+    """The score probe ``G_00 = (Q K^T)_00 / sqrt(n)`` of ``n_samples`` networks at width n (float64): ``Gamma_00
+    sqrt(chi^2_n/n) N(0, 1)`` with ``Gamma_00`` from the input factor (``inputs`` as in :func:`first_token`);
+    network k from the stream keyed by (seed, stream, k)."""
+    lib = _KERNEL.require()
+    s = int(n_tokens)
+    if not 1 <= s <= MAX_TOKENS or inputs not in INPUTS or n < 1 or (inputs == "wishart" and n < s) or int(n) != n:
+        raise ValueError(f"the native score sampler needs an integer n >= 1 (n >= s on the Wishart path) and "
+                         f"s <= {MAX_TOKENS}; got n={n}, s={s}, inputs={inputs!r}")
+    out = np.empty(n_samples)
+    status = lib.attnlab_sakai_scores(int(seed) & (2**64 - 1), int(stream) & (2**64 - 1), 0, int(n_samples), s,
+                                      float(n), INPUTS[inputs], out.ctypes.data_as(ctypes.c_void_p))
+    if status != 0:
+        raise RuntimeError(f"native score kernel failed (status {status})")
+    return out
+
+
 def draws(seed: int, kind: str, n_samples: int, df: float = 1.0) -> np.ndarray:
     """The kernel's generators alone, for the tests: ``n_samples`` normals (``kind="normal"``) or ``chi^2_df/df``
-    (``kind="chi2"``), draw k from the stream keyed by (seed, 0, k)."""
+    (``kind="chi2"``), draw k from the stream keyed by (seed, 0, k); ``"normal4"`` and ``"chi2_4"`` (df >= 2) the
+    same from the 4-lane (AVX2) generators, draws 4b..4b+3 from the lanes seeded by the stream (seed, 0, b)."""
     lib = _KERNEL.require()
     out = np.empty(n_samples)
-    status = lib.attnlab_sakai_draws(int(seed) & (2**64 - 1), {"normal": 0, "chi2": 1}[kind], float(df),
+    kinds = {"normal": 0, "chi2": 1, "normal4": 2, "chi2_4": 3}
+    if kind not in kinds:
+        raise ValueError(f"unknown draw kind {kind!r}: expected one of {sorted(kinds)}")
+    status = lib.attnlab_sakai_draws(int(seed) & (2**64 - 1), kinds[kind], float(df),
                                      int(n_samples), out.ctypes.data_as(ctypes.c_void_p))
     if status != 0:
         raise ValueError(f"bad draw request: kind={kind!r}, df={df}")
+    return out
+
+
+def relu_gram(seed: int, n: int, n_samples: int) -> np.ndarray:
+    """The kernel's ReLU input Gram alone, for the tests: (n_samples, 4, 4) draws of ``relu(Xi_0) relu(Xi_0)^T``
+    (s = 4 tokens, n columns of iid N(0, 1) entries; unnormalised), drawn by sign pattern as the sampler does,
+    Gram k from the stream keyed by (seed, 0, k)."""
+    lib = _KERNEL.require()
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"relu_gram needs an integer n >= 1; got {n!r}")
+    out = np.empty((n_samples, 4, 4))
+    status = lib.attnlab_sakai_draws(int(seed) & (2**64 - 1), 4, float(n), int(n_samples),
+                                     out.ctypes.data_as(ctypes.c_void_p))
+    if status != 0:
+        raise ValueError(f"bad relu_gram request: n={n}")
     return out
 
 
@@ -122,7 +160,7 @@ def kde_rows(rows, grid) -> np.ndarray:
     The kernel sums use the quadratic exponent along the grid (one exp per point and direction, two products per
     term, terms below 1e-40 dropped: see the C source), about 30x fewer operations than the direct sum of
     :func:`attnlab.width.distances.kde`; they agree to a relative 1e-12 where the density exceeds the official
-    1e-12 floor (tests/width/test_native.py)."""
+    1e-12 floor (tests/width/test_width_native.py)."""
     lib = _KERNEL.require()
     rows = np.asarray(rows, np.float64)
     grid = np.asarray(grid, np.float64)
