@@ -34,8 +34,8 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "scores", "draws", "relu_gram", "kde_rows",
-           "bootstrap_ks_w1", "ks_w1_rows"]
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "scores", "draws",
+           "relu_gram", "kde_rows", "bootstrap_ks_w1", "ks_w1_rows"]
 
 MAX_TOKENS = 16
 
