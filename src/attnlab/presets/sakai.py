@@ -155,6 +155,13 @@ def _kde_rows(rows, grid):
     return np.asarray(_kde_stack(jnp.asarray(rows), jnp.asarray(grid)))
 
 
+def _ks_w1_rows(a, b):
+    """(KS, W1) of each pair of rows, (R, 2): the C merge of the sorted rows where it is available, else the pooled
+    argsort of :func:`attnlab.width.distances.ks_w1_rows` (the same numbers)."""
+    native = width_native.available()
+    return np.stack((width_native.ks_w1_rows if native else dist.ks_w1_rows)(a, b), -1)
+
+
 PAD_HEADS_BUDGET = 4_000_000  # head draws below which every H of a preset shares one padded program
 # head draws above which the exact side of the reference check is drawn apart, with REFERENCE_EXACT_FACTOR *
 # n_reference networks instead of n_seeds * n_samples: at H = 256 (vary-heads) the reference row would otherwise cost a
@@ -162,6 +169,10 @@ PAD_HEADS_BUDGET = 4_000_000  # head draws below which every H of a preset share
 # 0.0457 with 20,000 exact draws against 0.0437 with 500,000); below it, one more compiled program costs more.
 SEPARATE_REFERENCE_HEADS = 20_000_000
 REFERENCE_EXACT_FACTOR = 10
+# brute-force weights (normals) below which every H of a preset shares one reference program, max(H) heads drawn per
+# network: above it a separate compilation (about 1 s) costs less than drawing the padded heads (vary-heads: 256
+# heads for H = 1 took 4.6 s against 1.2 s, compilation included, for its own H = 1 program)
+REFERENCE_PAD_NORMALS = 20_000_000
 
 
 def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref, with_reference: bool = True):
@@ -201,13 +212,14 @@ def _reference_exact(key, cfg: SakaiConfig, H: int, d_ref):
 
 
 def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int):
-    """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. Every H
-    of the preset uses one compiled brute-force program (``max_heads`` heads drawn, the first H used)."""
+    """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. The H of
+    a preset share one compiled brute-force program where padding is cheap (``max_heads`` heads drawn, the first H
+    used; see ``REFERENCE_PAD_NORMALS``)."""
     ref = np.asarray(sample_reference(key, n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens,
                                       activation=cfg.input_activation, head_width=d, n_samples=cfg.n_reference,
                                       batch_size=1024, max_heads=max_heads))[:, 0, 0]
     ex = np.asarray(exact)
-    ks, _ = dist.ks_w1(jnp.asarray(ref), jnp.asarray(ex))
+    ks = _ks_w1_rows(ref[None], ex[None])[0, 0]
     return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),
             "m2_ref": float(np.mean(ref**2)), "m2_ref_se": float(np.std(ref**2, ddof=1) / math.sqrt(ref.size)),
             "m2_exact": float(np.mean(ex**2)), "m2_exact_se": float(np.std(ex**2, ddof=1) / math.sqrt(ex.size))}
@@ -231,6 +243,9 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     # small runs (quick sizes): every H in one padded program (one compilation instead of one per H)
     padded = len(heads) > 1 and S * N * max(heads) * (len(configs) + 3 * len(heads)) <= PAD_HEADS_BUDGET
     draws = _draw_heads(k_fin, cfg, plan, d_ref) if padded else {}
+    n_ref, d_ref_ = cfg.reference_width, d_ref or cfg.reference_width
+    pad_ref = cfg.n_reference * max(heads) * 4 * n_ref * d_ref_ <= REFERENCE_PAD_NORMALS
+    ref_heads = lambda H: max(heads) if pad_ref else H  # noqa: E731
     for i, H in enumerate(heads):
         idx = [c for c, (_, _, h) in enumerate(configs) if h == H]
         apart = not padded and S * N * H > SEPARATE_REFERENCE_HEADS
@@ -243,7 +258,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
                         else ys[len(idx)].ravel())
         lim[H] = (ys[-2], vs[-2], ys[-1], vs[-1])
         tick(2 * i + 1)
-        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], max(heads)))
+        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], ref_heads(H)))
         tick(2 * i + 2)
     theory = {H: limit_moments(cfg.n_tokens, cfg.input_activation, H) for H in heads}
     gauss = {H: math.sqrt(theory[H]["second_moment"]) * np.asarray(jax.random.normal(jax.random.fold_in(k_gauss, H),
@@ -270,14 +285,10 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
 
     # KS and W1: per seed, pooled over seeds, bootstrap on seed 0; null floor from two limit samples. Each family of
     # comparisons is one call (rows of finite-vs-limit pairs, then the limit-vs-limit null pairs)
-    def ksw_rows(a, b):
-        native = width_native.available()  # the C merge of the sorted rows, else the pooled argsort (same numbers)
-        return np.stack((width_native.ks_w1_rows if native else dist.ks_w1_rows)(a, b), -1)
-
-    seed_rows = ksw_rows(np.concatenate([y_fin.reshape(C * S, N), y_lim.reshape(nh * S, N)]),
+    seed_rows = _ks_w1_rows(np.concatenate([y_fin.reshape(C * S, N), y_lim.reshape(nh * S, N)]),
                          np.concatenate([y_lim[hidx].reshape(C * S, N), y_null.reshape(nh * S, N)]))
     per_seed, per_seed_null = seed_rows[:C * S].reshape(C, S, 2), seed_rows[C * S:].reshape(nh, S, 2)
-    pooled_rows = ksw_rows(np.concatenate([y_fin.reshape(C, S * N), y_lim.reshape(nh, S * N)]),
+    pooled_rows = _ks_w1_rows(np.concatenate([y_fin.reshape(C, S * N), y_lim.reshape(nh, S * N)]),
                            np.concatenate([y_lim[hidx].reshape(C, S * N), y_null.reshape(nh, S * N)]))
     pooled, pooled_null = pooled_rows[:C], pooled_rows[C:]
     boot = np.array([_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot)

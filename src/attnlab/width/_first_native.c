@@ -699,8 +699,10 @@ void attnlab_kde_rows(long R, long N, const double *x, long G, const double *g0s
    attnlab.width.distances.bootstrap_ks_w1): zs (N) the pooled points sorted, is_x (N) 1 for a point of the first
    sample; replicate b gives every point an independent Poisson(1) weight (inversion of its CDF, one uniform each)
    and returns the KS and W1 of the two weighted empirical laws. Replicate b uses the stream (seed, 0, b), so the
-   numbers do not depend on the thread count; w (n_threads x N scratch) is allocated here. Returns 0, or 2 when out
-   of memory. */
+   numbers do not depend on the thread count. The inversion looks up the uniform's top 8 bits in a guide table (the
+   weight where no CDF value falls inside the bucket, else the search), and both passes are branch-free in is_x
+   (a random branch otherwise: 3x slower here). Scratch (the weights per thread, is_x as 0/1 doubles and the gaps
+   of zs) is allocated here. Returns 0, or 2 when out of memory. */
 int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsigned char *is_x, long n_boot,
                             double *ks, double *w1) {
     double cdf[18], term = exp(-1.0), c = 0.0; /* the Poisson(1) CDF at 0..17 (1 - 1e-17 at 17) */
@@ -709,10 +711,32 @@ int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsig
         cdf[k] = c;
         term /= k + 1;
     }
+    int guide[256]; /* u in [b/256, (b+1)/256): the weight #{k: u >= cdf[k]} if constant there, else -1 */
+    for (int b = 0; b < 256; b++) {
+        const double lo = b / 256.0, hi = (b + 1) / 256.0;
+        int k = 0, inside = 0;
+        for (int j = 0; j < 18; j++) {
+            k += cdf[j] <= lo;
+            inside |= cdf[j] > lo && cdf[j] < hi;
+        }
+        guide[b] = inside ? -1 : k;
+    }
+    const long M = N > 0 ? N : 1;
+    double *fx_w = malloc(sizeof(double) * M), *dz = malloc(sizeof(double) * M);
+    if (!fx_w || !dz) {
+        free(fx_w);
+        free(dz);
+        return 2;
+    }
+    for (long i = 0; i < N; i++) {
+        fx_w[i] = is_x[i] ? 1.0 : 0.0;
+        dz[i] = i + 1 < N ? zs[i + 1] - zs[i] : 0.0;
+    }
+    const double *isx = fx_w;
     int status = 0;
 #pragma omp parallel
     {
-        double *w = malloc(sizeof(double) * (N > 0 ? N : 1));
+        double *w = malloc(sizeof(double) * M);
         if (!w) {
 #pragma omp atomic write
             status = 2;
@@ -722,28 +746,36 @@ int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsig
             if (!w) continue;
             rng_t g;
             rng_seed(&g, seed, 0, (uint64_t)b);
-            double sx = 0.0, sy = 0.0;
+            double sx = 0.0, st = 0.0;
             for (long i = 0; i < N; i++) {
-                const double u = uniform(&g);
-                int k = 0;
-                while (k < 18 && u >= cdf[k]) k++;
-                w[i] = k;
-                if (is_x[i]) sx += k;
-                else sy += k;
+                const uint64_t x = next64(&g);
+                int k = guide[x >> 56];
+                if (__builtin_expect(k < 0, 0)) {
+                    const double u = ((double)(int64_t)(x >> 11) + 0.5) * 0x1.0p-53;
+                    k = 0;
+                    while (k < 18 && u >= cdf[k]) k++;
+                }
+                const double wk = k;
+                w[i] = wk;
+                st += wk;
+                sx += wk * isx[i];
             }
-            double fx = 0.0, fy = 0.0, d = 0.0, area = 0.0;
+            const double ix = 1.0 / sx, iy = 1.0 / (st - sx);
+            double fx = 0.0, ft = 0.0, d = 0.0, area = 0.0;
             for (long i = 0; i < N; i++) {
-                if (is_x[i]) fx += w[i];
-                else fy += w[i];
-                const double gap = fabs(fx / sx - fy / sy);
+                fx += w[i] * isx[i];
+                ft += w[i];
+                const double gap = fabs(fx * ix - (ft - fx) * iy);
                 d = gap > d ? gap : d;
-                if (i + 1 < N) area += gap * (zs[i + 1] - zs[i]);
+                area += gap * dz[i];
             }
             ks[b] = d;
             w1[b] = area;
         }
         free(w);
     }
+    free(fx_w);
+    free(dz);
     return status;
 }
 
