@@ -135,6 +135,26 @@ def test_native_score_probe_has_the_law_of_the_jax_path(n, activation):
     np.testing.assert_array_equal(again, g[:1000])  # a key fixes the numbers
 
 
+@pytest.mark.parametrize("n, d, H, activation", [(8, 8, 2, "clip"), (8, 4, 3, "clip"), (6, 6, 1, "relu"),
+                                                (3, 3, 2, "relu")])
+def test_native_brute_force_has_the_law_of_the_jax_reference(n, d, H, activation):
+    """The C brute force (every weight Y[0, 0] depends on, plain loops) against the JAX reference network and the
+    exact sampler: two-sample KS at level 0.001 (20,000 networks each), full and low rank, clip and ReLU, n < s;
+    a key fixes the numbers."""
+    from attnlab.width.finite import sample_reference, sample_reference_first
+
+    N = 20_000
+    kw = dict(n=n, n_heads=H, activation=activation, head_width=d, n_samples=N)
+    y = np.asarray(sample_reference_first(jax.random.key(1), method="native", **kw))
+    r = np.asarray(sample_reference(jax.random.key(2), batch_size=1024, **kw))[:, 0, 0]
+    e, _ = exact.sample_first_token(jax.random.key(3), **kw)
+    assert stats.ks_2samp(y, r).pvalue > 1e-3
+    assert stats.ks_2samp(y, np.asarray(e)).pvalue > 1e-3
+    assert np.array_equal(y, np.asarray(sample_reference_first(jax.random.key(1), method="native", **kw)))
+    x = np.asarray(sample_reference_first(jax.random.key(2), method="xla", **kw))
+    np.testing.assert_array_equal(x, r)  # "xla" is the JAX reference's statistic
+
+
 def test_active_heads_seeds_and_determinism():
     """A sweep with several H: each width uses its own number of heads (the law of a plain draw with that H); the
     seeds are independent rows; the same key gives the same numbers, another key others."""
@@ -179,6 +199,15 @@ def test_method_selection_and_bad_input():
         exact.sample_scores_sweep(jax.random.key(0), widths=(16,), n_samples=10, method="gpu")
     with pytest.raises(ValueError, match="method='native' needs"):
         exact.sample_scores(jax.random.key(0), n=32, n_tokens=17, n_samples=10, method="native")
+    from attnlab.width.finite import sample_reference_first
+
+    with pytest.raises(ValueError, match="method='native' needs"):
+        sample_reference_first(jax.random.key(0), n=4, n_heads=1, activation="identity", n_samples=10,
+                               method="native")
+    with pytest.raises(ValueError, match="unknown method"):
+        sample_reference_first(jax.random.key(0), n=4, n_heads=1, n_samples=10, method="gpu")
+    with pytest.raises(ValueError, match="native brute-force sampler needs"):
+        native.brute_first(0, 0, 10, n=4, d=4, n_heads=1, n_tokens=4, activation="identity")
     with pytest.raises(ValueError, match="native score sampler needs"):
         native.scores(0, 0, 10, n=3, n_tokens=4)
     y, _ = exact.sample_first_token_sweep(jax.random.key(0), widths=(32,), n_heads=1, n_tokens=17, n_samples=10)

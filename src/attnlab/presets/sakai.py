@@ -63,7 +63,7 @@ from attnlab.presets import Check, Preset, register
 from attnlab.width import distances as dist
 from attnlab.width import native as width_native
 from attnlab.width.exact import sample_first_token_sweep, sample_scores_sweep
-from attnlab.width.finite import sample_reference, sample_reference_scores
+from attnlab.width.finite import sample_reference, sample_reference_first, sample_reference_scores
 from attnlab.width.limit import limit_moments
 
 CITATION = "Sakai, Karakida, Imaizumi, NeurIPS 2025 (arXiv:2506.00846)"
@@ -137,11 +137,16 @@ def _kde_stack(rows, grid):
     return jax.lax.map(lambda x: dist.kde(x, grid), rows)
 
 
+def _native() -> bool:
+    """Whether the C kernels of :mod:`attnlab.width.native` serve this run (CPU backend, kernel compiled)."""
+    return jax.default_backend() == "cpu" and width_native.available()
+
+
 def _bootstrap(key, x, y, n_boot: int):
     """Poisson-bootstrap replicates of (KS, W1), (2, n_boot): the C kernel (:func:`attnlab.width.native.
     bootstrap_ks_w1`, same law, its own streams) where it is available, else :func:`attnlab.width.distances.
     bootstrap_ks_w1`."""
-    if width_native.available() and jax.default_backend() == "cpu":
+    if _native():
         return np.stack(width_native.bootstrap_ks_w1(width_native.seed_from_key(key), x, y, n_boot))
     return np.asarray(dist.bootstrap_ks_w1(key, jnp.asarray(x), jnp.asarray(y), n_boot))
 
@@ -150,7 +155,7 @@ def _kde_rows(rows, grid):
     """Official KDE of each row of ``rows`` on ``grid`` (uniform: the C kernel's kernel sums along the grid where it
     is available, :func:`attnlab.width.native.kde_rows`; else the direct sums of :func:`attnlab.width.distances.kde`,
     which it matches to a relative 1e-12)."""
-    if width_native.available() and jax.default_backend() == "cpu":
+    if _native():
         return width_native.kde_rows(rows, grid)
     return np.asarray(_kde_stack(jnp.asarray(rows), jnp.asarray(grid)))
 
@@ -212,12 +217,16 @@ def _reference_exact(key, cfg: SakaiConfig, H: int, d_ref):
 
 
 def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int):
-    """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. The H of
-    a preset share one compiled brute-force program where padding is cheap (``max_heads`` heads drawn, the first H
+    """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. The brute
+    force runs in C where the kernel is available (:func:`attnlab.width.finite.sample_reference_first`), else in JAX,
+    where the H of a preset share one compiled program if padding is cheap (``max_heads`` heads drawn, the first H
     used; see ``REFERENCE_PAD_NORMALS``)."""
-    ref = np.asarray(sample_reference(key, n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens,
-                                      activation=cfg.input_activation, head_width=d, n_samples=cfg.n_reference,
-                                      batch_size=1024, max_heads=max_heads))[:, 0, 0]
+    kw = dict(n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens, activation=cfg.input_activation,
+              head_width=d, n_samples=cfg.n_reference)
+    if _native() and cfg.input_activation in ("clip", "relu"):  # the same computation in C, no compilation
+        ref = np.asarray(sample_reference_first(key, method="native", **kw))
+    else:
+        ref = np.asarray(sample_reference(key, batch_size=1024, max_heads=max_heads, **kw))[:, 0, 0]
     ex = np.asarray(exact)
     ks = _ks_w1_rows(ref[None], ex[None])[0, 0]
     return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),

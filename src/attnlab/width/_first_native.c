@@ -605,6 +605,83 @@ int attnlab_sakai_scores(uint64_t seed, uint64_t stream, long index0, long m, in
     return 0;
 }
 
+/* The brute-force reference (attnlab.width.finite, the official single_run), Y[0, 0] of m networks in float64 with
+   plain loops: h ~ N(0, I_n); x_i = psi(W_i h / sqrt(n)) (psi: act 1 clip at +-100, act 2 ReLU), W_i n x n; per
+   head W_Q, W_K, W_V (n x d) and column 0 of W_O (d; Y[0, 0] depends on W_O through that column only, so the others
+   are not drawn), all standard normals; Q_0 = x_0 W_Q / sqrt(n), K = X W_K / sqrt(n), V = X W_V / sqrt(n),
+   a = softmax_j(Q_0 . K_j / sqrt(d)), Y[0, 0] = H^-1/2 sum over heads of sum_j a_j V_j . W_O[:, 0] / sqrt(d).
+   Every weight that Y[0, 0] depends on is drawn ((s + 3H) n d + n + H d normals per network; the ziggurat normals
+   of this file). Network k from the stream (seed, stream, k). Returns 0, 1 on bad sizes, 2 when out of memory. */
+int attnlab_sakai_brute(uint64_t seed, uint64_t stream, long m, long n, long d, int H, int s, int act, double *out) {
+    if (m < 0 || n < 1 || d < 1 || H < 1 || s < 1 || s > MAX_S || act < 1 || act > 2 || n > 100000 || d > 100000)
+        return 1;
+#pragma omp critical(attnlab_zig_init)
+    if (!zig_ready) {
+        zig_init();
+        zig_ready = 1;
+    }
+    int status = 0;
+#pragma omp parallel
+    {
+        double *buf = malloc(sizeof(double) * (size_t)(n + s * n + d + 2 * s * d));
+        if (!buf) {
+#pragma omp atomic write
+            status = 2;
+        }
+#pragma omp for schedule(static)
+        for (long k = 0; k < m; k++) {
+            if (!buf) continue;
+            double *h = buf, *X = h + n, *q0 = X + s * n, *K = q0 + d, *V = K + s * d;
+            rng_t g;
+            rng_seed(&g, seed, stream, (uint64_t)k);
+            const double isn = 1.0 / sqrt((double)n), isd = 1.0 / sqrt((double)d);
+            for (long b = 0; b < n; b++) h[b] = normal(&g);
+            for (int i = 0; i < s; i++)
+                for (long c = 0; c < n; c++) {
+                    double t = 0.0;
+                    for (long b = 0; b < n; b++) t += normal(&g) * h[b];
+                    t *= isn;
+                    X[i * n + c] = act == 2 ? (t > 0.0 ? t : 0.0) : (t > 100.0 ? 100.0 : t < -100.0 ? -100.0 : t);
+                }
+            double acc = 0.0;
+            for (int a = 0; a < H; a++) {
+                for (long c = 0; c < d; c++) q0[c] = 0.0;
+                for (long c = 0; c < s * d; c++) K[c] = V[c] = 0.0;
+                for (long r = 0; r < n; r++) /* W_Q, row r */
+                    for (long c = 0; c < d; c++) q0[c] += X[r] * normal(&g);
+                for (long r = 0; r < n; r++) /* W_K */
+                    for (long c = 0; c < d; c++) {
+                        const double w = normal(&g);
+                        for (int i = 0; i < s; i++) K[i * d + c] += X[i * n + r] * w;
+                    }
+                for (long r = 0; r < n; r++) /* W_V */
+                    for (long c = 0; c < d; c++) {
+                        const double w = normal(&g);
+                        for (int i = 0; i < s; i++) V[i * d + c] += X[i * n + r] * w;
+                    }
+                double sc[MAX_S], mx = -INFINITY, se = 0.0, y = 0.0;
+                for (int j = 0; j < s; j++) {
+                    double t = 0.0;
+                    for (long c = 0; c < d; c++) t += q0[c] * K[j * d + c];
+                    sc[j] = t * isn * isn * isd; /* Q_0 . K_j / sqrt(d), with Q and K each / sqrt(n) */
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int j = 0; j < s; j++) se += (sc[j] = exp(sc[j] - mx));
+                double vo[MAX_S] = {0.0};
+                for (long c = 0; c < d; c++) { /* W_O[:, 0] */
+                    const double w = normal(&g);
+                    for (int j = 0; j < s; j++) vo[j] += V[j * d + c] * w;
+                }
+                for (int j = 0; j < s; j++) y += sc[j] / se * vo[j] * isn * isd;
+                acc += y;
+            }
+            out[k] = acc / sqrt((double)H);
+        }
+        free(buf);
+    }
+    return status;
+}
+
 /* m draws of one generator (for the tests): kind 0 the normal, kind 1 chi^2_df/df, draw k from the stream
    (seed, 0, index k); kinds 2 and 3 the same from the 4-lane generators (normal4, gamma4; df >= 2), draws 4b..4b+3
    from the lanes seeded by the stream (seed, 0, b); kind 4: m ReLU Grams relu(Xi_0) relu(Xi_0)^T of s = 4 tokens

@@ -34,7 +34,7 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "scores", "draws",
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "scores", "brute_first", "draws",
            "relu_gram", "kde_rows", "bootstrap_ks_w1", "ks_w1_rows"]
 
 MAX_TOKENS = 16
@@ -46,6 +46,8 @@ def _setup(lib):
     lib.attnlab_sakai_first.restype = ctypes.c_int
     lib.attnlab_sakai_scores.argtypes = [u64, u64, lng, lng, i, dbl, i, ptr]
     lib.attnlab_sakai_scores.restype = ctypes.c_int
+    lib.attnlab_sakai_brute.argtypes = [u64, u64, lng, lng, lng, i, i, i, ptr]
+    lib.attnlab_sakai_brute.restype = ctypes.c_int
     lib.attnlab_sakai_draws.argtypes = [u64, i, dbl, lng, ptr]
     lib.attnlab_sakai_draws.restype = ctypes.c_int
     lib.attnlab_kde_rows.argtypes = [lng, lng, ptr, lng, ptr, ptr, ptr]
@@ -119,6 +121,25 @@ def scores(seed: int, stream: int, n_samples: int, *, n: int, n_tokens: int, inp
                                       float(n), INPUTS[inputs], out.ctypes.data_as(ctypes.c_void_p))
     if status != 0:
         raise RuntimeError(f"native score kernel failed (status {status})")
+    return out
+
+
+def brute_first(seed: int, stream: int, n_samples: int, *, n: int, d: int, n_heads: int, n_tokens: int,
+                activation: str = "clip") -> np.ndarray:
+    """The brute-force reference statistic ``Y[0, 0]`` of ``n_samples`` networks (float64), computed in full from
+    every weight it depends on, as :func:`attnlab.width.finite.sample_reference` (the official ``single_run``) does,
+    without compilation: ``(s + 3H) n d + n + H d`` normals per network (column 0 of each W_O only). Network k from
+    the stream keyed by (seed, stream, k)."""
+    lib = _KERNEL.require()
+    act = {"clip": 1, "relu": 2}.get(activation)
+    if act is None or not 1 <= n_tokens <= MAX_TOKENS or min(n, d, n_heads) < 1 or max(n, d) > 100_000:
+        raise ValueError(f"the native brute-force sampler needs clip or relu inputs, 1 <= n, d <= 100000, H >= 1 "
+                         f"and s <= {MAX_TOKENS}; got n={n}, d={d}, H={n_heads}, s={n_tokens}, {activation!r}")
+    out = np.empty(n_samples)
+    status = lib.attnlab_sakai_brute(int(seed) & (2**64 - 1), int(stream) & (2**64 - 1), int(n_samples), int(n),
+                                     int(d), int(n_heads), int(n_tokens), act, out.ctypes.data_as(ctypes.c_void_p))
+    if status != 0:
+        raise RuntimeError(f"native brute-force kernel failed (status {status})")
     return out
 
 
