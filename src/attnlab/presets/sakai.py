@@ -36,14 +36,21 @@ per entry in a ``lax.map`` body, 15 ns at top level); so was using both halves o
 recomputes the shared blocks for each half).
 
 Since the fifth session of 2026-11-23, on CPU the draws run in C (:mod:`attnlab.width.native`: a ziggurat normal on
-xoshiro256++, 4 lanes at a time for the ReLU inputs, a Marsaglia-Tsang chi-square, one stream per network, the same
-law as the JAX path and tested against it), and so do the official KDE (kernel sums along the uniform grid, one exp
-per point and direction), the Poisson bootstrap of KS/W1 and KS/W1 themselves (a merge of the sorted samples). On
-the slower 2-core Zen 1 machine, compile cache off, every check passing: vary-width 9.6 s, vary-heads 38.0, scores
-9.0, low-rank 12.8, relu 30.8; total 100.2 s, against 416.8 s for the JAX path measured the same hour. The relu
-preset still spends about 16 s on its 5.4e9 input normals (5.9 ns per entry on one thread, with the Gram) and
-vary-heads about 11 s on the 3 x 1.3e8 heads of its H = 256 rows. So the issue's one-minute total for the five
-paper presets is not reached on this machine.
+xoshiro256++, a Marsaglia-Tsang chi-square, one stream per network, the same law as the JAX path and tested against
+it), and so do the official KDE (kernel sums along the uniform grid, one exp per point and direction), the Poisson
+bootstrap of KS/W1 and KS/W1 themselves (a merge of the sorted samples): on the slower 2-core Zen 1 machine, compile
+cache off, 100.2 s for the five paper presets (vary-width 9.6, vary-heads 38.0, scores 9.0, low-rank 12.8, relu
+30.8), against 416.8 s for the JAX path measured the same hour. The sixth session removed most of the rest, with
+the same laws (each change tested against its definition or the JAX path): at s = 4 four heads per AVX2 vector
+(31 and 17 ns per head at H = 256 on 2 threads, finite and limit, against 63 and 45); the ReLU input Gram by sign
+pattern, which exploits that a column's sign pattern is uniform and independent of its absolute values (2n
+half-normals per network instead of 4n normals: 5.8 us per network at n = 1024 against 12.0); the score probe in C
+(three draws per network instead of a compiled chunked program); the brute-force reference statistic in C
+(:func:`attnlab.width.finite.sample_reference_first`: 0.5 s against 4.6 s at H = 256, and no compilation, about 1 s
+per program), used by the reference checks; a guide table for the bootstrap's Poisson weights (5x). Same machine,
+compile cache off, every check passing, two runs: vary-width 5.3/5.1 s, vary-heads 12.0/12.3, scores 1.4/1.6,
+low-rank 5.3/5.9, relu 15.0/15.8; total 39.0/40.6 s (the issue's target: one minute), against 79.1 s for the
+session's starting code the same hour.
 """
 
 from __future__ import annotations
