@@ -1,8 +1,9 @@
 /* C kernels of the Sakai presets (see attnlab/width/native.py): the exact first-token sampler of the attention layer
    (spec 4.3, steps 1-3 of attnlab/width/exact.py's docstring) for inputs on the Wishart path (psi = clip/identity,
    n >= s), explicit clip/ReLU inputs and the n -> infinity limit law, in float64, one network per iteration, OpenMP
-   over networks; and the presets' distances (the official KDE on a uniform grid, the Poisson bootstrap of KS/W1,
-   KS/W1 of sorted samples), at the end of this file.
+   over networks; the exact score probe and the brute-force reference statistic Y[0, 0]; and the presets' distances
+   (the official KDE on a uniform grid, the Poisson bootstrap of KS/W1, KS/W1 of sorted samples), at the end of this
+   file.
 
    Per network (its own random stream, keyed by (seed, stream, network index), so the numbers do not depend on the
    thread count):
@@ -11,6 +12,8 @@
        per head a < H:  c_Q, c_V ~ chi^2_d/d (1 in the limit),  nu ~ N(0, I_s),
                         s_a = softmax(sqrt(Gamma_00 c_Q) L nu),  v += c_V |L^T s_a|^2
        v /= H,  y = sqrt(v) eps,  eps ~ N(0, 1).
+   At s = 4 two steps run in AVX2 vectors with the same laws: four heads per vector (heads_sum4, H >= 3) and the
+   ReLU input Gram by sign pattern (relu_gram4).
    Normals: the ziggurat of Marsaglia and Tsang (2000) with 128 boxes, in Doornik's (2005) form (ZIGNOR: the box
    index and the uniform from disjoint bits of one 64-bit word); chi-squares: 2 Gamma(df/2) by Marsaglia and Tsang
    (2000), with Gamma(a) = Gamma(a + 1) U^(1/a) for a < 1; bits: xoshiro256++ (Blackman and Vigna 2021), its state
