@@ -49,3 +49,24 @@ def test_reference_check_drawn_apart(monkeypatch):
     crit = sakai.dist.ks_critical(cfg.n_reference, sakai.REFERENCE_EXACT_FACTOR * cfg.n_reference, 1e-3)
     np.testing.assert_allclose(ds.reference_crit.values, crit)
     np.testing.assert_array_equal(ds.reference_ks.values, p.run(cfg, jax.random.key(0)).reference_ks.values)
+
+
+@pytest.mark.parametrize("name", ["sakai-vary-heads", "sakai-scores"])
+def test_presets_without_the_native_kernel(monkeypatch, name):
+    """Where the C kernels are not available (another backend, no compiler, ``ATTNLAB_NATIVE=0``) every draw, the
+    brute-force reference and the distances take their JAX/NumPy paths, and the checks still pass; here with two H
+    and each H's own reference program (``REFERENCE_PAD_NORMALS = 0``)."""
+    from attnlab.presets import sakai
+    from attnlab.width import native
+
+    monkeypatch.setattr(native, "available", lambda: False)
+    monkeypatch.setattr(sakai, "REFERENCE_PAD_NORMALS", 0)
+    calls = []
+    monkeypatch.setattr(native, "_KERNEL", type("Dead", (), {"require": lambda self: calls.append(1)})())
+    p = all_presets()[name]
+    extra = {**TINY, "n_heads": [1, 3]} if name != "sakai-scores" else {"n_samples": 2000, "n_reference": 300}
+    cfg = resolve_config(p.config_cls, {**p.defaults, **p.quick}, extra)
+    ds = p.run(cfg, jax.random.key(0))
+    _, checks = p.summarize(ds, cfg)
+    assert checks and all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
+    assert not calls  # the C kernel was never asked for
