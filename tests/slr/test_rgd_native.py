@@ -43,17 +43,19 @@ def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):
 def test_native_matches_float64_within_float32_round_off(d, L, n, links):
     """Iterates and losses of the C kernel against the all-float64 JAX path after 40 steps at the Figure-2 scale of
     lambda (beta = 1): float32 round-off only (the stable links; the quadratic link at this step is also stable at
-    these sizes). The float32 JAX path is shown to sit at the same distance."""
+    these sizes). On failure the message gives the float32 JAX path's distance too (measured at the Figure-2 shapes:
+    2.1e-5 for it, 2.6e-6 for the kernel); it is drawn only then, to spare a compilation per case."""
     X, Y, U0, V0, _, _ = _problem(d, L, n, links)
     lam, s = math.sqrt(d), 0.01
     args = (U0, V0, X, Y, lam, s, 40, 10, links)
     hi = run_rgd(*args, method="xla")
     nat = run_rgd(*args, token_dtype=jnp.float32, method="native")
-    xla32 = run_rgd(*args, token_dtype=jnp.float32, method="xla")
     assert nat.u.shape == hi.u.shape and nat.train_loss.shape == hi.train_loss.shape
-    err = max(float(jnp.max(jnp.abs(nat.u - hi.u))), float(jnp.max(jnp.abs(nat.v - hi.v))))
-    err32 = max(float(jnp.max(jnp.abs(xla32.u - hi.u))), float(jnp.max(jnp.abs(xla32.v - hi.v))))
-    assert err < 2e-5, (err, err32)
+    dist = lambda r: max(float(jnp.max(jnp.abs(r.u - hi.u))), float(jnp.max(jnp.abs(r.v - hi.v))))  # noqa: E731
+    err = dist(nat)
+    if not err < 2e-5:
+        pytest.fail(f"kernel {err:.3g} from float64; float32 JAX path "
+                    f"{dist(run_rgd(*args, token_dtype=jnp.float32, method='xla')):.3g}")
     np.testing.assert_allclose(nat.train_loss, hi.train_loss, rtol=2e-5)
     # the iterates moved (the comparison is along a trajectory), and stay on the sphere
     assert float(jnp.max(jnp.abs(hi.u[:, -1] - hi.u[:, 0]))) > 100 * err
