@@ -123,10 +123,13 @@ def test_general_link_mean_field_vs_monte_carlo_located(link):
 # dual kernels against quadrature
 
 
+SQRT_2PI = math.sqrt(2 * math.pi)
+
+
 def _quad_terms(nu, a, b, g, sigma):
     """E S1^2, E S1 S2, E S2^2 by adaptive quadrature (conditioning G2 on G1)."""
     s = math.sqrt(max(1 - nu**2, 0.0))
-    phi = scipy.stats.norm.pdf
+    phi = lambda z: math.exp(-0.5 * z * z) / SQRT_2PI  # noqa: E731 (scipy.stats.norm.pdf: the same, 50x slower)
     S1 = lambda x: sigma(g * x + a) - sigma(b)  # noqa: E731
 
     def inner(x):  # E[S2(nu x + s Z)]
