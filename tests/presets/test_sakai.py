@@ -70,3 +70,14 @@ def test_presets_without_the_native_kernel(monkeypatch, name):
     _, checks = p.summarize(ds, cfg)
     assert checks and all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
     assert not calls  # the C kernel was never asked for
+
+
+def test_reference_check_beyond_the_kernels_token_limit():
+    """s = 17 tokens (beyond the C kernels' 16): the brute-force reference and the exact draws take the JAX paths
+    and the check still runs and passes."""
+    from attnlab.presets import sakai
+
+    cfg = sakai.SakaiConfig(n_tokens=17, width=(8,), reference_width=4, n_reference=200)
+    y, _ = sakai.sample_first_token_sweep(jax.random.key(1), widths=(4,), n_heads=2, n_tokens=17, n_samples=2000)
+    out = sakai._reference_check(jax.random.key(0), cfg, 2, None, np.asarray(y).ravel(), 2)
+    assert out["ks"] < out["crit"]

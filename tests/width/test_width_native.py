@@ -206,6 +206,23 @@ def test_method_selection_and_bad_input():
         sample_reference_first(jax.random.key(0), n=4, n_heads=1, n_samples=10, method="gpu")
     with pytest.raises(ValueError, match="native brute-force sampler needs"):
         native.brute_first(0, 0, 10, n=4, d=4, n_heads=1, n_tokens=4, activation="identity")
+    for bad in (math.inf, math.nan, 2.5, 0):  # one-line errors, never a crash or a generic conversion error
+        with pytest.raises(ValueError, match="native score sampler needs"):
+            native.scores(0, 0, 10, n=bad, n_tokens=1)
+        with pytest.raises(ValueError, match="relu_gram needs"):
+            native.relu_gram(0, bad, 10)
+        with pytest.raises(ValueError, match="native brute-force sampler needs"):
+            native.brute_first(0, 0, 10, n=bad, d=4, n_heads=1, n_tokens=4)
+    with pytest.raises(ValueError, match="integers n_tokens, n_heads"):
+        native.first_token(0, 0, 10, n=8, d=8, n_heads=0, n_tokens=4)
+    with pytest.raises(ValueError, match="two non-empty samples"):
+        native.bootstrap_ks_w1(0, [], [1.0, 2.0], 5)
+    # explicit identity inputs (n < s) have no C path: auto takes the JAX one, native says why
+    g, _ = exact.sample_scores(jax.random.key(0), n=2, n_tokens=4, activation="identity", n_samples=10)
+    assert np.asarray(g).shape == (10,)
+    with pytest.raises(ValueError, match="no explicit identity inputs"):
+        exact.sample_first_token_sweep(jax.random.key(0), widths=(2,), n_heads=1, activation="identity",
+                                       n_samples=10, method="native")
     with pytest.raises(ValueError, match="native score sampler needs"):
         native.scores(0, 0, 10, n=3, n_tokens=4)
     y, _ = exact.sample_first_token_sweep(jax.random.key(0), widths=(32,), n_heads=1, n_tokens=17, n_samples=10)
@@ -261,6 +278,16 @@ def test_bootstrap_has_the_law_of_the_jax_bootstrap():
         assert abs(a.mean() - b.mean()) < 5 * math.sqrt(a.var() / a.size + b.var() / b.size)
         assert 0.75 < a.std() / b.std() < 1 / 0.75
     assert np.array_equal(nat, np.stack(native.bootstrap_ks_w1(9, x, y, 400)))
+
+
+def test_bootstrap_replicate_without_weight_on_a_sample_is_nan():
+    """A one-point sample gets weight 0 in a replicate with probability 1/e: that replicate has no empirical law for
+    it, so both statistics are NaN (as in the JAX bootstrap), never a KS of 0."""
+    ks, w1 = native.bootstrap_ks_w1(3, [0.3], np.linspace(0, 1, 5), 400)
+    empty = np.isnan(ks)
+    assert np.array_equal(empty, np.isnan(w1))
+    assert abs(empty.mean() - math.exp(-1)) < 5 * math.sqrt(math.exp(-1) * (1 - math.exp(-1)) / 400)
+    assert np.all(ks[~empty] > 0)
 
 
 def test_ks_w1_rows_match_the_pooled_argsort():

@@ -45,7 +45,7 @@ the same laws (each change tested against its definition or the JAX path): at s 
 (31 and 17 ns per head at H = 256 on 2 threads, finite and limit, against 63 and 45); the ReLU input Gram by sign
 pattern, which exploits that a column's sign pattern is uniform and independent of its absolute values (2n
 half-normals per network instead of 4n normals: 5.8 us per network at n = 1024 against 12.0); the score probe in C
-(three draws per network instead of a compiled chunked program); the brute-force reference statistic in C
+(the input factor, a chi-square and a normal per network, no compiled program); the brute-force reference statistic in C
 (:func:`attnlab.width.finite.sample_reference_first`: 0.5 s against 4.6 s at H = 256, and no compilation, about 1 s
 per program), used by the reference checks; a guide table for the bootstrap's Poisson weights (5x). Same machine,
 compile cache off, every check passing, two runs: vary-width 5.3/5.1 s, vary-heads 12.0/12.3, scores 1.4/1.6,
@@ -230,7 +230,8 @@ def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_he
     used; see ``REFERENCE_PAD_NORMALS``)."""
     kw = dict(n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens, activation=cfg.input_activation,
               head_width=d, n_samples=cfg.n_reference)
-    if _native() and cfg.input_activation in ("clip", "relu"):  # the same computation in C, no compilation
+    if (_native() and cfg.input_activation in ("clip", "relu") and cfg.n_tokens <= width_native.MAX_TOKENS
+            and cfg.reference_width <= 100_000):  # the same computation in C, no compilation
         ref = np.asarray(sample_reference_first(key, method="native", **kw))
     else:
         ref = np.asarray(sample_reference(key, batch_size=1024, max_heads=max_heads, **kw))[:, 0, 0]

@@ -146,7 +146,7 @@ static inline double exp_neg(double x) {
         double d;
         int64_t i;
     } u = {p};
-    u.i += (int64_t)k << 52;
+    u.i += (int64_t)((uint64_t)(int64_t)k << 52); /* the shift on unsigned bits (a negative k: defined) */
     return u.d;
 }
 
@@ -613,7 +613,7 @@ int attnlab_sakai_scores(uint64_t seed, uint64_t stream, long index0, long m, in
    head W_Q, W_K, W_V (n x d) and column 0 of W_O (d; Y[0, 0] depends on W_O through that column only, so the others
    are not drawn), all standard normals; Q_0 = x_0 W_Q / sqrt(n), K = X W_K / sqrt(n), V = X W_V / sqrt(n),
    a = softmax_j(Q_0 . K_j / sqrt(d)), Y[0, 0] = H^-1/2 sum over heads of sum_j a_j V_j . W_O[:, 0] / sqrt(d).
-   Every weight that Y[0, 0] depends on is drawn ((s + 3H) n d + n + H d normals per network; the ziggurat normals
+   Every weight that Y[0, 0] depends on is drawn (s n^2 + 3H n d + n + H d normals per network; the ziggurat normals
    of this file). Network k from the stream (seed, stream, k). Returns 0, 1 on bad sizes, 2 when out of memory. */
 int attnlab_sakai_brute(uint64_t seed, uint64_t stream, long m, long n, long d, int H, int s, int act, double *out) {
     if (m < 0 || n < 1 || d < 1 || H < 1 || s < 1 || s > MAX_S || act < 1 || act > 2 || n > 100000 || d > 100000)
@@ -839,6 +839,10 @@ int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsig
                 w[i] = wk;
                 st += wk;
                 sx += wk * isx[i];
+            }
+            if (sx == 0.0 || st == sx) { /* a sample with no weight: no empirical law (NaN, as the JAX bootstrap) */
+                ks[b] = w1[b] = NAN;
+                continue;
             }
             const double ix = 1.0 / sx, iy = 1.0 / (st - sx);
             double fx = 0.0, ft = 0.0, d = 0.0, area = 0.0;

@@ -251,8 +251,11 @@ def _first_sweep(key, ns, ds, hs, kinds, n_heads, n_tokens, activation, n_sample
     return tuple(jnp.moveaxis(x, 0, 2).reshape(n_seeds, W, -1)[..., :n_samples] for x in out)
 
 
-def _native_applies(n_tokens: int) -> bool:
-    """s small, the CPU backend and the kernel compiled (every kind of width: Wishart, explicit inputs, limit)."""
+def _native_applies(n_tokens: int, activation: str = "clip", kinds=()) -> bool:
+    """s small, the CPU backend and the kernel compiled (every kind of width: Wishart, explicit clip or ReLU inputs,
+    limit; explicit identity inputs, n < s, are left to the JAX path)."""
+    if activation == "identity" and any(k > 0 for k in kinds):
+        return False
     return n_tokens <= width_native.MAX_TOKENS and jax.default_backend() == "cpu" and width_native.available()
 
 
@@ -317,10 +320,10 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
         hs = jnp.asarray(active_heads, jnp.float64)
     if method not in ("auto", "xla", "native"):
         raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
-    applies = _native_applies(n_tokens)
+    applies = _native_applies(n_tokens, activation, kinds)
     if method == "native" and not applies:
-        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, the CPU backend and the "
-                         "compiled kernel "
+        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, no explicit identity inputs "
+                         "(n < s), the CPU backend and the compiled kernel "
                          f"({width_native.unavailable_reason() or 'available'})")
     if applies and method != "xla":
         return _native_sweep(key, widths, head_widths, kinds, n_heads, n_tokens, activation, n_samples, n_seeds,
@@ -431,7 +434,8 @@ def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "cl
 
     ``method``: ``"xla"``: on the Wishart path (clip/identity, every n >= s) the widths are traced values of one
     compiled program, otherwise each width is drawn by :func:`sample_scores`; ``"native"``: the C kernel of
-    :mod:`attnlab.width.native` (three draws per network, no compilation; other numbers of the same law); ``"auto"``
+    :mod:`attnlab.width.native` (the network's input factor, then a chi-square and a normal; no compilation; other
+    numbers of the same law); ``"auto"``
     (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16, the kernel compiled).
     """
     widths = tuple(int(n) for n in widths)
@@ -439,13 +443,14 @@ def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "cl
         check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
     if method not in ("auto", "xla", "native"):
         raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
-    applies = _native_applies(n_tokens)
+    kinds = _sweep_kinds(widths, n_tokens, activation)
+    applies = _native_applies(n_tokens, activation, kinds)
     if method == "native" and not applies:
-        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, the CPU backend and the "
-                         f"compiled kernel ({width_native.unavailable_reason() or 'available'})")
+        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, no explicit identity inputs "
+                         f"(n < s), the CPU backend and the compiled kernel "
+                         f"({width_native.unavailable_reason() or 'available'})")
     if applies and method != "xla":
         seed = width_native.seed_from_key(key)
-        kinds = _sweep_kinds(widths, n_tokens, activation)
         g = np.stack([width_native.scores(seed, w, n_samples, n=n, n_tokens=n_tokens,
                                           inputs="wishart" if k == 0 else activation)
                       for w, (n, k) in enumerate(zip(widths, kinds))])

@@ -80,6 +80,14 @@ unavailable_reason = _KERNEL.unavailable_reason
 INPUTS = {"wishart": 0, "clip": 1, "relu": 2}
 
 
+def _is_whole(x, lo: int = 1) -> bool:
+    """Whether x is a finite integer value >= lo (not a bool)."""
+    try:
+        return not isinstance(x, bool) and bool(np.isfinite(x)) and int(x) == x and x >= lo
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 def seed_from_key(key) -> int:
     """The 64-bit seed of the kernels' streams for a JAX key: its first two 32-bit words (as attnlab._random keys its
     Threefry blocks), so a key still fixes every number."""
@@ -98,10 +106,14 @@ def first_token(seed: int, stream: int, n_samples: int, *, n: float, d: float, n
     drawn, O(s n) per network, and its Gram factored with zero pivots allowed). ``seed`` (64-bit) and ``stream`` pick
     the random numbers: network k of a call uses the stream keyed by (seed, stream, k)."""
     lib = _KERNEL.require()
+    if not _is_whole(n_tokens) or not _is_whole(n_heads):
+        raise ValueError(f"the native first-token sampler needs integers n_tokens, n_heads >= 1; got n_tokens="
+                         f"{n_tokens!r}, n_heads={n_heads!r}")
     s = int(n_tokens)
     inf = np.isinf(n)
     if (inf != np.isinf(d) or not 1 <= s <= MAX_TOKENS or inputs not in INPUTS
-            or (not inf and inputs == "wishart" and n < s) or (not inf and inputs != "wishart" and int(n) != n)):
+            or (not inf and not (n >= 1 and d > 0)) or (not inf and inputs == "wishart" and n < s)
+            or (not inf and inputs != "wishart" and not _is_whole(n))):
         raise ValueError(f"the native first-token sampler needs n >= s on the Wishart path (an integer n >= 1 for "
                          f"explicit inputs, or n = d = inf) and s <= {MAX_TOKENS}; got n={n}, d={d}, s={s}, "
                          f"inputs={inputs!r}")
@@ -126,10 +138,11 @@ def scores(seed: int, stream: int, n_samples: int, *, n: int, n_tokens: int, inp
     sqrt(chi^2_n/n) N(0, 1)`` with ``Gamma_00`` from the input factor (``inputs`` as in :func:`first_token`);
     network k from the stream keyed by (seed, stream, k)."""
     lib = _KERNEL.require()
-    s = int(n_tokens)
-    if not 1 <= s <= MAX_TOKENS or inputs not in INPUTS or n < 1 or (inputs == "wishart" and n < s) or int(n) != n:
+    if (not _is_whole(n_tokens) or not 1 <= n_tokens <= MAX_TOKENS or inputs not in INPUTS or not _is_whole(n)
+            or (inputs == "wishart" and n < n_tokens)):
         raise ValueError(f"the native score sampler needs an integer n >= 1 (n >= s on the Wishart path) and "
-                         f"s <= {MAX_TOKENS}; got n={n}, s={s}, inputs={inputs!r}")
+                         f"1 <= s <= {MAX_TOKENS}; got n={n}, s={n_tokens}, inputs={inputs!r}")
+    s = int(n_tokens)
     out = np.empty(n_samples)
     status = lib.attnlab_sakai_scores(int(seed) & (2**64 - 1), int(stream) & (2**64 - 1), 0, int(n_samples), s,
                                       float(n), INPUTS[inputs], out.ctypes.data_as(ctypes.c_void_p))
@@ -142,11 +155,12 @@ def brute_first(seed: int, stream: int, n_samples: int, *, n: int, d: int, n_hea
                 activation: str = "clip") -> np.ndarray:
     """The brute-force reference statistic ``Y[0, 0]`` of ``n_samples`` networks (float64), computed in full from
     every weight it depends on, as :func:`attnlab.width.finite.sample_reference` (the official ``single_run``) does,
-    without compilation: ``(s + 3H) n d + n + H d`` normals per network (column 0 of each W_O only). Network k from
+    without compilation: ``s n^2 + 3H n d + n + H d`` normals per network (column 0 of each W_O only). Network k from
     the stream keyed by (seed, stream, k)."""
     lib = _KERNEL.require()
     act = {"clip": 1, "relu": 2}.get(activation)
-    if act is None or not 1 <= n_tokens <= MAX_TOKENS or min(n, d, n_heads) < 1 or max(n, d) > 100_000:
+    if (act is None or not all(_is_whole(x) for x in (n, d, n_heads, n_tokens)) or n_tokens > MAX_TOKENS
+            or max(n, d) > 100_000):
         raise ValueError(f"the native brute-force sampler needs clip or relu inputs, 1 <= n, d <= 100000, H >= 1 "
                          f"and s <= {MAX_TOKENS}; got n={n}, d={d}, H={n_heads}, s={n_tokens}, {activation!r}")
     out = np.empty(n_samples)
@@ -178,7 +192,7 @@ def relu_gram(seed: int, n: int, n_samples: int) -> np.ndarray:
     (s = 4 tokens, n columns of iid N(0, 1) entries; unnormalised), drawn by sign pattern as the sampler does,
     Gram k from the stream keyed by (seed, 0, k)."""
     lib = _KERNEL.require()
-    if isinstance(n, bool) or int(n) != n or n < 1:
+    if not _is_whole(n):
         raise ValueError(f"relu_gram needs an integer n >= 1; got {n!r}")
     out = np.empty((n_samples, 4, 4))
     status = lib.attnlab_sakai_draws(int(seed) & (2**64 - 1), 4, float(n), int(n_samples),
@@ -219,9 +233,12 @@ def bootstrap_ks_w1(seed: int, x, y, n_boot: int = 200):
     """Poisson(1)-bootstrap replicates ``(ks, w1)``, each (n_boot,), of the two-sample KS statistic and 1-Wasserstein
     distance of ``x`` and ``y``: the law of :func:`attnlab.width.distances.bootstrap_ks_w1` (every point gets an
     independent Poisson(1) weight, by inversion of its CDF) with the kernel's own streams (replicate b: (seed, 0, b)).
-    The pooled points are sorted once (NumPy, stable)."""
+    The pooled points are sorted once (NumPy, stable). A replicate that gives one sample no weight at all (probability
+    e^-size) has no empirical law: NaN for both, as the JAX bootstrap gives."""
     lib = _KERNEL.require()
     x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    if x.size == 0 or y.size == 0:
+        raise ValueError(f"the bootstrap needs two non-empty samples; got {x.size} and {y.size} points")
     z = np.concatenate([x, y])
     order = np.argsort(z, kind="stable")
     zs = np.ascontiguousarray(z[order])
