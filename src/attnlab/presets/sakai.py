@@ -70,7 +70,7 @@ from attnlab.presets import Check, Preset, register
 from attnlab.width import distances as dist
 from attnlab.width import native as width_native
 from attnlab.width.exact import sample_first_token_sweep, sample_scores_sweep
-from attnlab.width.finite import sample_reference, sample_reference_first, sample_reference_scores
+from attnlab.width.finite import sample_reference_first, sample_reference_scores
 from attnlab.width.limit import limit_moments
 
 CITATION = "Sakai, Karakida, Imaizumi, NeurIPS 2025 (arXiv:2506.00846)"
@@ -225,16 +225,12 @@ def _reference_exact(key, cfg: SakaiConfig, H: int, d_ref):
 
 def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int):
     """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. The brute
-    force runs in C where the kernel is available (:func:`attnlab.width.finite.sample_reference_first`), else in JAX,
+    force (:func:`attnlab.width.finite.sample_reference_first`) runs in C where the kernel applies, else in JAX,
     where the H of a preset share one compiled program if padding is cheap (``max_heads`` heads drawn, the first H
     used; see ``REFERENCE_PAD_NORMALS``)."""
     kw = dict(n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens, activation=cfg.input_activation,
               head_width=d, n_samples=cfg.n_reference)
-    if (_native() and cfg.input_activation in ("clip", "relu") and cfg.n_tokens <= width_native.MAX_TOKENS
-            and cfg.reference_width <= 100_000):  # the same computation in C, no compilation
-        ref = np.asarray(sample_reference_first(key, method="native", **kw))
-    else:
-        ref = np.asarray(sample_reference(key, batch_size=1024, max_heads=max_heads, **kw))[:, 0, 0]
+    ref = np.asarray(sample_reference_first(key, max_heads=max_heads, **kw))
     ex = np.asarray(exact)
     ks = _ks_w1_rows(ref[None], ex[None])[0, 0]
     return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),

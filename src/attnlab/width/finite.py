@@ -119,14 +119,18 @@ def _reference(key, n_active, n, n_heads, n_tokens, activation, d, n_samples, n_
 
 
 def sample_reference_first(key, *, n: int, n_heads: int, n_tokens: int = 4, activation: str = "clip",
-                           head_width: int | None = None, n_samples: int, method: str = "auto"):
+                           head_width: int | None = None, n_samples: int, method: str = "auto",
+                           max_heads: int | None = None):
     """The official statistic ``Y[0, 0]`` of ``n_samples`` brute-force networks, (n_samples,).
 
     ``method``: ``"xla"`` is ``sample_reference(...)[:, 0, 0]``; ``"native"`` the same computation in C
     (:func:`attnlab.width.native.brute_first`: plain float64 loops over every weight that Y[0, 0] depends on, the
     kernel's ziggurat normals, no compilation; about 9x faster at n = 8, H = 256 here, and no compilation, which
     costs about 1 s per program); ``"auto"`` (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16,
-    the kernel compiled). Same law, other numbers (tests/width/test_width_native.py compares them).
+    the kernel compiled, n and the head width at most 100,000). Same law, other numbers
+    (tests/width/test_width_native.py compares them). ``max_heads``: on the JAX path, draw that many heads and use
+    the first ``n_heads`` (one compiled program for several H, as in :func:`sample_reference`); the C path draws
+    ``n_heads``.
     """
     from attnlab.width import native as width_native
 
@@ -134,17 +138,18 @@ def sample_reference_first(key, *, n: int, n_heads: int, n_tokens: int = 4, acti
                 n_samples=n_samples)
     if method not in ("auto", "xla", "native"):
         raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
+    d = n if head_width is None else head_width
     applies = (n_tokens <= width_native.MAX_TOKENS and jax.default_backend() == "cpu" and width_native.available()
-               and activation in ("clip", "relu"))
+               and activation in ("clip", "relu") and max(n, d) <= 100_000)
     if method == "native" and not applies:
-        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, clip or relu inputs, the CPU "
-                         f"backend and the compiled kernel ({width_native.unavailable_reason() or 'available'})")
+        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, clip or relu inputs, "
+                         "n, head_width <= 100000, the CPU backend and the compiled kernel "
+                         f"({width_native.unavailable_reason() or 'available'})")
     if applies and method != "xla":
-        d = n if head_width is None else head_width
         return jnp.asarray(width_native.brute_first(width_native.seed_from_key(key), 0, n_samples, n=n, d=d,
                                                     n_heads=n_heads, n_tokens=n_tokens, activation=activation))
     return sample_reference(key, n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation,
-                            head_width=head_width, n_samples=n_samples, batch_size=1024)[:, 0, 0]
+                            head_width=head_width, n_samples=n_samples, batch_size=1024, max_heads=max_heads)[:, 0, 0]
 
 
 def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n_samples: int,
