@@ -251,12 +251,14 @@ def _first_sweep(key, ns, ds, hs, kinds, n_heads, n_tokens, activation, n_sample
     return tuple(jnp.moveaxis(x, 0, 2).reshape(n_seeds, W, -1)[..., :n_samples] for x in out)
 
 
-def _native_applies(n_tokens: int, activation: str = "clip", kinds=()) -> bool:
-    """s small, the CPU backend and the kernel compiled (every kind of width: Wishart, explicit clip or ReLU inputs,
-    limit; explicit identity inputs, n < s, are left to the JAX path)."""
-    if activation == "identity" and any(k > 0 for k in kinds):
-        return False
-    return n_tokens <= width_native.MAX_TOKENS and jax.default_backend() == "cpu" and width_native.available()
+def _use_native(method: str, n_tokens: int, activation: str, kinds) -> bool:
+    """Whether ``method`` takes the C kernel: it applies for s small, the CPU backend and the kernel compiled (every
+    kind of width: Wishart, explicit clip or ReLU inputs, limit; explicit identity inputs, n < s, are left to the JAX
+    path)."""
+    applies = (n_tokens <= width_native.MAX_TOKENS and not (activation == "identity" and any(k > 0 for k in kinds))
+               and jax.default_backend() == "cpu" and width_native.available())
+    return width_native.use_native(method, applies, f"n_tokens <= {width_native.MAX_TOKENS}, no explicit identity "
+                                                    "inputs (n < s)")
 
 
 def _native_sweep(key, widths, head_widths, kinds, n_heads: int, n_tokens: int, activation: str, n_samples: int,
@@ -318,14 +320,7 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
         if len(active_heads) != len(widths) or any(not 1 <= int(h) <= n_heads for h in active_heads):
             raise ValueError(f"active_heads must give one number in [1, n_heads] per width; got {active_heads!r}")
         hs = jnp.asarray(active_heads, jnp.float64)
-    if method not in ("auto", "xla", "native"):
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
-    applies = _native_applies(n_tokens, activation, kinds)
-    if method == "native" and not applies:
-        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, no explicit identity inputs "
-                         "(n < s), the CPU backend and the compiled kernel "
-                         f"({width_native.unavailable_reason() or 'available'})")
-    if applies and method != "xla":
+    if _use_native(method, n_tokens, activation, kinds):
         return _native_sweep(key, widths, head_widths, kinds, n_heads, n_tokens, activation, n_samples, n_seeds,
                              active_heads)
     return _first_sweep(key, jnp.asarray(widths, jnp.float64), jnp.asarray(head_widths, jnp.float64), hs, kinds,
@@ -441,15 +436,8 @@ def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "cl
     widths = tuple(int(n) for n in widths)
     for n in widths:
         check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
-    if method not in ("auto", "xla", "native"):
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
     kinds = _sweep_kinds(widths, n_tokens, activation)
-    applies = _native_applies(n_tokens, activation, kinds)
-    if method == "native" and not applies:
-        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, no explicit identity inputs "
-                         f"(n < s), the CPU backend and the compiled kernel "
-                         f"({width_native.unavailable_reason() or 'available'})")
-    if applies and method != "xla":
+    if _use_native(method, n_tokens, activation, kinds):
         seed = width_native.seed_from_key(key)
         g = np.stack([width_native.scores(seed, w, n_samples, n=n, n_tokens=n_tokens,
                                           inputs="wishart" if k == 0 else activation)

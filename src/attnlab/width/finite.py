@@ -136,16 +136,11 @@ def sample_reference_first(key, *, n: int, n_heads: int, n_tokens: int = 4, acti
 
     check_model(n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation, head_width=head_width,
                 n_samples=n_samples)
-    if method not in ("auto", "xla", "native"):
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
     d = n if head_width is None else head_width
-    applies = (n_tokens <= width_native.MAX_TOKENS and jax.default_backend() == "cpu" and width_native.available()
-               and activation in ("clip", "relu") and max(n, d) <= 100_000)
-    if method == "native" and not applies:
-        raise ValueError(f"method='native' needs n_tokens <= {width_native.MAX_TOKENS}, clip or relu inputs, "
-                         "n, head_width <= 100000, the CPU backend and the compiled kernel "
-                         f"({width_native.unavailable_reason() or 'available'})")
-    if applies and method != "xla":
+    applies = (n_tokens <= width_native.MAX_TOKENS and activation in ("clip", "relu") and max(n, d) <= 100_000
+               and jax.default_backend() == "cpu" and width_native.available())
+    if width_native.use_native(method, applies, f"n_tokens <= {width_native.MAX_TOKENS}, clip or relu inputs, "
+                                                "n, head_width <= 100000"):
         return jnp.asarray(width_native.brute_first(width_native.seed_from_key(key), 0, n_samples, n=n, d=d,
                                                     n_heads=n_heads, n_tokens=n_tokens, activation=activation))
     return sample_reference(key, n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation,

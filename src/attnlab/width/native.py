@@ -48,8 +48,8 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "seed_from_key", "first_token", "scores", "brute_first", "draws",
-           "relu_gram", "kde_rows", "bootstrap_ks_w1", "ks_w1_rows"]
+__all__ = ["available", "unavailable_reason", "MAX_TOKENS", "use_native", "seed_from_key", "first_token", "scores",
+           "brute_first", "draws", "relu_gram", "kde_rows", "bootstrap_ks_w1", "ks_w1_rows"]
 
 MAX_TOKENS = 16
 
@@ -86,6 +86,17 @@ def _is_whole(x, lo: int = 1) -> bool:
         return not isinstance(x, bool) and bool(np.isfinite(x)) and int(x) == x and x >= lo
     except (TypeError, ValueError, OverflowError):
         return False
+
+
+def use_native(method: str, applies: bool, needs: str) -> bool:
+    """The ``method`` argument of a sampler with a C path: ``"xla"`` gives False, ``"auto"`` gives ``applies`` and
+    ``"native"`` True, or a one-line ValueError naming what the C path ``needs`` where it does not apply."""
+    if method not in ("auto", "xla", "native"):
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
+    if method == "native" and not applies:
+        raise ValueError(f"method='native' needs {needs}, the CPU backend and the compiled kernel "
+                         f"({unavailable_reason() or 'available'})")
+    return applies and method != "xla"
 
 
 def seed_from_key(key) -> int:
