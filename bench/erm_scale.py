@@ -3,7 +3,7 @@ prediction closes with size (issue: "sizes with sqrt(N D) up to 10^4 where the m
 
 Setting: softmax attention on spiked-SLR, nu = 5, L = 2, lambda_k = lambda_v = 1 (high signal, high regularisation:
 the proximal problems are convex and the replica-symmetric fixed point is stable), alpha = N/D = 1 by default.
-For each size sqrt(N D) the script runs :func:`attnlab.slr.sample_complexity.theory_vs_simulation` (the code of the
+For each size sqrt(N D) the script runs :func:`attnlab.duranthon.sample_complexity.theory_vs_simulation` (the code of the
 ``duranthon-sample-complexity`` preset): the replica fixed point on frozen sample sets (independent of the size) and
 ``n_seeds`` L-BFGS fits in float64 from the informed start at ``D = sqrt(N D)/sqrt(alpha)``, ``N = alpha D``, each
 with its test error on a fresh set of ``n_test`` sequences.
@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 import attnlab  # noqa: F401  (float64)
-from attnlab.slr.sample_complexity import theory_vs_simulation
+from attnlab.duranthon.sample_complexity import theory_vs_simulation
 
 
 def main():

@@ -3,8 +3,8 @@
 Reports pair interactions per second (N^2 / wall time of one Euler step, after compilation; best of 10-15 repeats
 at N = 1e4, of 2 at 5e4)
 for N in {1e4, 5e4}, float32 and float64, with the default kernel (``method="auto"``: in float32 on CPU the C kernel of
-attnlab/particles/native.py, one exponential per unordered pair; in float64 the a-priori-shift JAX kernel, see
-attnlab/particles/attention.py); the JAX kernels alone (``method="xla"``), the online-softmax kernel
+attnlab/bruno/native.py, one exponential per unordered pair; in float64 the a-priori-shift JAX kernel, see
+attnlab/bruno/attention.py); the JAX kernels alone (``method="xla"``), the online-softmax kernel
 (``method="online"``) and dense JAX attention (N x N softmax materialised) at N = 1e4 only (dense at 5e4 needs 10 GB
 in float32); the peak resident memory of a float32 step at N = 1e5 in a fresh process. Because the machine may be
 shared, each line also gives pairs per CPU-second
@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 
 import attnlab  # noqa: F401  (float64)
-from attnlab.particles import native
-from attnlab.particles.attention import attention, attention_dense
-from attnlab.particles.init import uniform_sphere
+from attnlab.bruno import native
+from attnlab.bruno.attention import attention, attention_dense
+from attnlab.bruno.initial import uniform_sphere
 
 EYE = jnp.eye(3)
 BETA = 30.0

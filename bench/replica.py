@@ -4,7 +4,7 @@ iteration, on the same integrals (the same frozen samples and the same jitted ma
 Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3, 30 values of alpha (log-spaced
 0.5 to 20), frozen sets of 1000 samples.
 
-* ours: :func:`attnlab.slr.replica.continue_in_alpha` with :func:`~attnlab.slr.replica.solve_replica`'s defaults
+* ours: :func:`attnlab.duranthon.replica.continue_in_alpha` with :func:`~attnlab.duranthon.replica.solve_replica`'s defaults
   (safeguarded Anderson acceleration, memory 6, mixing 0.5, the memory carried from point to point; inner problem
   from one start, warm-started at the previous evaluation's proximal points, plus warm starts at the local minima
   that the last multistart evaluation found for samples with several; each point verified with 2L + 1 cold starts,
@@ -38,8 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import attnlab  # noqa: F401  (float64)
-from attnlab.slr.activations import activation
-from attnlab.slr.replica import (
+from attnlab.duranthon.activations import activation
+from attnlab.duranthon.replica import (
     compile_blocks,
     continue_in_alpha,
     evaluate_map,

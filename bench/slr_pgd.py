@@ -27,11 +27,10 @@ import scipy.integrate as si
 import scipy.special as sp
 
 import attnlab  # noqa: F401
-from attnlab.config import resolve_config
-from attnlab.presets import all_presets
-from attnlab.slr import risk as closed
+from attnlab.marion import risk as closed
+from attnlab.marion.dynamics import SCHEDULE_RATE, init_sphere, overlaps
+from attnlab.registry import all_presets, resolve_config
 from attnlab.slr.data import sample_teacher
-from attnlab.slr.dynamics import SCHEDULE_RATE, init_sphere, overlaps
 
 
 def _zeta_quad_np(t, s):
@@ -100,7 +99,7 @@ def main():
     args = ap.parse_args()
 
     presets = all_presets()
-    import attnlab.presets.marion as marion
+    import attnlab.marion.presets as marion
 
     pgd_s, orig = [], marion.run_pgd_reduced
 
@@ -114,7 +113,7 @@ def main():
     for name, p in presets.items():
         if p.paper != "marion":
             continue
-        cfg = resolve_config(p.config_cls, p.defaults, {})
+        cfg = resolve_config(p, overrides={})
         marion.run_pgd_reduced = timed if name == "marion-sphere-schedule" else orig
         t0 = time.perf_counter()
         ds = p.run(cfg, jax.random.key(0))
@@ -125,7 +124,7 @@ def main():
     marion.run_pgd_reduced = orig
     total = sum(per_preset.values())
 
-    cfg = resolve_config(presets["marion-sphere-schedule"].config_cls, presets["marion-sphere-schedule"].defaults, {})
+    cfg = resolve_config("marion-sphere-schedule")
     ours = cfg.n_repeats * cfg.n_steps / pgd_s[0]  # compile (or cache load) included
 
     def reference_run():

@@ -1,5 +1,5 @@
 """Benchmark: the ``dohmatob-rgd`` preset (all links and starts of a repeat sharing one pass over the tokens per step;
-on a CPU with AVX2 and FMA the C kernel of :mod:`attnlab.slr.rgd_native`, else a compiled ``lax.scan``) against a
+on a CPU with AVX2 and FMA the C kernel of :mod:`attnlab.dohmatob.rgd_native`, else a compiled ``lax.scan``) against a
 plain reference (one run at a time, a Python loop over steps of a jitted float64 step).
 
 Throughput is in run-steps per second (one RGD step of one (repeat, link, start) run). The reference is timed on
@@ -23,11 +23,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.config import resolve_config
-from attnlab.presets import all_presets
-from attnlab.slr import empirical, rgd_native
+from attnlab.dohmatob import rgd as empirical
+from attnlab.dohmatob import rgd_native
+from attnlab.marion.dynamics import init_sphere
+from attnlab.registry import all_presets, resolve_config
 from attnlab.slr.data import sample_dohmatob, sample_teacher
-from attnlab.slr.dynamics import init_sphere
 
 
 def reference_throughput(cfg, n_steps: int, trials: int = 3) -> float:
@@ -59,7 +59,7 @@ def main():
     args = ap.parse_args()
     p = all_presets()["dohmatob-rgd"]
     overrides = {} if args.token_dtype is None else {"token_dtype": args.token_dtype}
-    cfg = resolve_config(p.config_cls, p.quick if args.quick else None, overrides)
+    cfg = resolve_config(p, quick=args.quick, overrides=overrides)
 
     # time the RGD part of the preset separately by wrapping run_rgd
     rgd_s = []
@@ -72,7 +72,7 @@ def main():
         rgd_s.append(time.perf_counter() - t)
         return out
 
-    import attnlab.presets.dohmatob as mod
+    import attnlab.dohmatob.presets as mod
 
     mod.run_rgd = timed
     t, cpu = time.perf_counter(), time.process_time()

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import attnlab  # noqa: F401
-from attnlab import sweep as engine
-from attnlab.presets import get_preset
+from attnlab.app import sweep as engine
+from attnlab.registry import get_preset
 
 
 def cheap_tasks(n_tasks: int):

@@ -2,7 +2,7 @@
 
 Throughput is networks (samples of Y[0,0]) per second after compilation, H = 2, s = 4, clip inputs, at
 n in {64, 256, 1024}, for the exact sampler as the presets call it (``method="auto"``: the C kernel of
-:mod:`attnlab.width.native` on CPU where it compiled, else the JAX program); the reference draws every weight
+:mod:`attnlab.sakai.native` on CPU where it compiled, else the JAX program); the reference draws every weight
 matrix as the official code does ((s + 4H) n^2 normals per network). Then each paper preset (sakai-vary-width,
 -vary-heads, -scores, -low-rank, -relu) runs at its default
 (paper) size, compilation included (``--quick``: the quick sizes), with wall and CPU time
@@ -25,10 +25,9 @@ import time
 import jax
 
 import attnlab  # noqa: F401
-from attnlab.config import resolve_config
-from attnlab.presets import all_presets
-from attnlab.width.exact import sample_first_token
-from attnlab.width.finite import sample_reference
+from attnlab.registry import all_presets, resolve_config
+from attnlab.sakai.reference import sample_reference
+from attnlab.sakai.sampler import sample_first_token
 
 PAPER_PRESETS = ("sakai-vary-width", "sakai-vary-heads", "sakai-scores", "sakai-low-rank", "sakai-relu")
 
@@ -80,7 +79,7 @@ def main():
         presets = all_presets()
         for name in PAPER_PRESETS:
             p = presets[name]
-            cfg = resolve_config(p.config_cls, {**p.defaults, **(p.quick if args.quick else {})}, {})
+            cfg = resolve_config(p, quick=args.quick)
             cache = _cache_state()
             t0, c0 = time.perf_counter(), time.process_time()
             ds = p.run(cfg, jax.random.key(0))

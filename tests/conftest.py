@@ -1,15 +1,23 @@
-import jax
-import pytest
+import os
 
-import attnlab  # noqa: F401  (switches JAX to float64)
-from attnlab.compiled import release_compiled_programs
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+from attnlab import runtime  # noqa: E402
+
+# The test process is ours: float64 everywhere (the library scopes it per call; tests compare at round-off level),
+# the CLI's XLA flags and compile cache.
+runtime.configure()
+jax.config.update("jax_enable_x64", True)
 
 
 @pytest.fixture(autouse=True)
 def _release_compiled_programs():
     """A test worker compiles thousands of programs, each holding memory mappings: past the kernel's limit, XLA's
-    JIT fails or crashes (see :mod:`attnlab.compiled`). Drop compiled programs between tests once past half of it."""
-    release_compiled_programs()
+    JIT fails or crashes (see :mod:`attnlab.runtime`). Drop compiled programs between tests once past half of it."""
+    runtime.release_compiled_programs()
 
 
 @pytest.fixture

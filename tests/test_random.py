@@ -11,7 +11,7 @@ import scipy.stats as st
 from jax.extend.random import threefry_2x32
 
 from attnlab._random import cos_sin_2pi, normal, threefry2x32, uniform
-from attnlab.width.exact import empirical_gram
+from attnlab.sakai.sampler import empirical_gram
 
 ALPHA = 1e-3
 

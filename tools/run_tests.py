@@ -7,7 +7,7 @@ fault or abort inside XLA's CPU compiler (``backend_compile_and_load``) or its e
 (``executable.serialize()``), at random places late in the suite, or failed a test with "LLVM compilation error:
 Cannot allocate memory". The cause: a worker's memory mappings (XLA's JIT gives every kernel of every compiled
 program its own) grew past the kernel's limit ``vm.max_map_count``. ``tests/conftest.py`` now drops compiled
-programs between tests once a worker holds half of the limit (:mod:`attnlab.compiled`), which removes the cause;
+programs between tests once a worker holds half of the limit (:mod:`attnlab.runtime`), which removes the cause;
 this script stays as a safety net. After such a crash, pytest-xdist's ``--dist loadfile`` scheduler replaced the
 worker and then waited forever (both workers idle), so a crash turned into a CI timeout. This script
 

@@ -1,105 +1,32 @@
-"""attnlab: exact simulation and theory of attention layers.
+"""attnlab: exact simulation and theory of attention layers, checked against each other.
 
-Importing attnlab switches JAX to float64 (``jax_enable_x64``): closed-form risks, dynamics and distances to
-invariant manifolds are compared at round-off level, which float32 cannot resolve.
+Layout, one line per folder:
 
-It also turns on JAX's persistent compilation cache (in ``$ATTNLAB_JAX_CACHE``, default
-``~/.cache/attnlab/jax-atomic``, a new name so that entries older versions may have written half are never read;
-set the variable to ``off`` to disable it): the presets' run time is dominated by XLA compilation on small
-machines, and a second run of the same program, in any process, loads it from disk.
-Cached executables are the same programs, so results are unchanged. Every program is cached, however quick its
-compilation (``$ATTNLAB_JAX_CACHE_MIN_S`` sets a threshold in seconds): new processes (Dask workers, CLI runs,
-test workers) then skip the hundreds of small compilations a preset needs. Writes are made atomic
-(:func:`_atomic_cache_writes`): JAX writes entries in place, and a process reading an entry another was still
-writing crashed XLA's deserialiser (segfault in ``get_executable_and_time``, seen in CI and in two clean-clone
-test runs with two xdist workers). Programs with host callbacks are never cached by
-JAX, so :func:`attnlab.slr.flows.integrate` traces equinox's runtime checks as NaN (failures come back through
-diffrax's result code as NaN rows).
+* ``attnlab.slr`` -- single-location regression core shared by three papers: the data law, overlaps, Owen's T;
+* ``attnlab.marion`` -- erf attention on SLR (Marion, Berthier, Biau, Boyer, ICLR 2025): risk, PGD, SGD;
+* ``attnlab.dohmatob`` -- softmax attention on SLR (Dohmatob, NeurIPS 2025): mean-field risk, flows, RGD;
+* ``attnlab.duranthon`` -- softmax vs linear attention (Duranthon et al. 2025): Bayes risk, ERM, replica;
+* ``attnlab.sakai`` -- infinite-width multi-head attention (Sakai, Karakida, Imaizumi, NeurIPS 2025);
+* ``attnlab.bruno`` -- mean-field transformer dynamics on the sphere (Bruno, Pasqualotto, Agazzi, NeurIPS 2025);
+* ``attnlab.app`` -- command line, run store, Dask sweeps, report (the only place importing Typer, Rich, Dask, Zarr).
 
-And it asks XLA's CPU backend for LLVM optimisation level 1 (``--xla_backend_optimization_level=1`` appended to
-``XLA_FLAGS`` unless that flag is already set, before JAX starts its backend): compile times fall by 1.3-8x on the
-presets' programs (e.g. a vmapped ``jax.random.normal`` 2.6 s -> 0.3 s) while the measured run times of the
-particle kernel, the Marion PGD/SGD presets and the Dohmatob RGD step were unchanged (commit message has the
-numbers). Set ``XLA_FLAGS=--xla_backend_optimization_level=3`` to get XLA's default back.
+Each paper's folder holds its theory, its simulation, its presets (``presets.py``) and its figures, and
+re-exports its public functions in its ``__init__``. At the top level: :func:`run` and :func:`presets` (the Python
+entry points), :mod:`attnlab.registry` (the catalogue, :func:`~attnlab.registry.resolve_config`),
+:mod:`attnlab.runtime` (float64, XLA flags, compile cache), :mod:`attnlab.native` (building the C kernels).
+
+Importing attnlab changes nothing in the process: JAX's configuration, environment variables and other libraries
+stay as they were. Presets run in float64 inside :func:`attnlab.runtime.x64`; the public functions of the paper
+packages do the same.
 """
 
-import os as _os
-import pathlib as _pathlib
-import uuid as _uuid
-
-
-def add_xla_flags(*flags: str) -> None:
-    """Append each ``--name=value`` flag to ``XLA_FLAGS`` unless a flag of that name is already there (the user's
-    choice wins). Effective only before JAX initialises its CPU backend (i.e. before the first computation)."""
-    current = _os.environ.get("XLA_FLAGS", "")
-    for flag in flags:
-        name = flag.split("=", 1)[0]
-        if name not in current:
-            current = f"{current} {flag}".strip()
-    _os.environ["XLA_FLAGS"] = current
-
-
-add_xla_flags("--xla_backend_optimization_level=1")
-
-import jax as _jax  # noqa: E402
-
-_jax.config.update("jax_enable_x64", True)
-
-_CACHE_MIN_S = 0.0
-
-
-def _atomic_cache_writes() -> bool:
-    """Make JAX's persistent-cache writes atomic: write a temporary file, then ``os.replace`` it into place.
-
-    JAX (0.4.30 to 0.12, without a cache size limit) writes an entry in place, unlocked, so a second process (an
-    xdist worker, a Dask worker) can read it half written; that crashed XLA's deserialiser (segfault in
-    ``get_executable_and_time``) in CI and in two clean-clone test runs. JAX's own fix, a size limit, takes a
-    file lock and re-reads the whole directory (every entry's access-time file) on every write: O(entries) per
-    write. A rename is atomic on POSIX, so readers see either no entry or a whole one. Returns False (and leaves
-    JAX as it is) if this JAX's cache class does not look as expected."""
-    try:
-        from jax._src import lru_cache
-    except ImportError:
-        return False
-    cls, suffix = getattr(lru_cache, "LRUCache", None), getattr(lru_cache, "_CACHE_SUFFIX", None)
-    if cls is None or not isinstance(suffix, str):
-        return False
-    if getattr(cls.put, "_attnlab_atomic", False):  # already installed
-        return True
-    original = cls.put
-
-    def put(self, key: str, value: bytes) -> None:
-        path = getattr(self, "path", None)
-        if getattr(self, "eviction_enabled", True) or not key or not isinstance(path, _pathlib.Path):
-            return original(self, key, value)
-        final = path / f"{key}{suffix}"
-        if final.exists():
-            return None
-        tmp = path / f".{key}.{_os.getpid()}.{_uuid.uuid4().hex[:8]}.tmp"
-        try:
-            tmp.write_bytes(value)
-            _os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return None
-
-    put._attnlab_atomic = True
-    cls.put = put
-    return True
-
-
-_default_cache = _os.path.join(_os.path.expanduser("~"), ".cache", "attnlab", "jax-atomic")
-_cache = _os.environ.get("ATTNLAB_JAX_CACHE", _default_cache)
-if _cache.lower() not in ("", "off", "0", "none"):
-    try:
-        _os.makedirs(_cache, exist_ok=True)
-        if _atomic_cache_writes():
-            _jax.config.update("jax_compilation_cache_dir", _cache)
-            _jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                               float(_os.environ.get("ATTNLAB_JAX_CACHE_MIN_S", _CACHE_MIN_S)))
-    except OSError:  # read-only home: run without the cache
-        pass
+from attnlab.api import Run as Run
+from attnlab.api import presets as presets
+from attnlab.api import run as run
+from attnlab.registry import Check as Check
+from attnlab.registry import Preset as Preset
+from attnlab.registry import resolve_config as resolve_config
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "add_xla_flags"]
+__all__ = ["__version__", "run", "presets", "Run", "Check", "Preset", "resolve_config"]

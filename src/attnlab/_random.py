@@ -1,5 +1,5 @@
 r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors (the width-free samplers of
-:mod:`attnlab.width`, the in-frame Monte Carlo of :mod:`attnlab.slr.data`).
+:mod:`attnlab.sakai`, the in-frame Monte Carlo of :mod:`attnlab.slr.data`).
 
 * :func:`normal`, :func:`uniform`: float64 draws from the counter-based generator Threefry-2x32 with 20 rounds
   (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011), the block function of JAX's
@@ -12,7 +12,7 @@ r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors 
   32-bit words of ``jax.random.bits``), so a seed still fixes every number.
   Why not ``jax.random.normal``: its float64 ``erf_inv`` alone costs 10.9 ns per draw on this CPU (2 cores), and its
   bit generation 11.7 ns per 32-bit word against about 1.2 ns for this lowering of the same block function; the
-  samplers are bound by random-number generation (``attnlab.presets.sakai``). Measured inside the compiled chunk loop
+  samplers are bound by random-number generation (``attnlab.sakai.presets``). Measured inside the compiled chunk loop
   of the ReLU sampler (draw, ReLU, Gram): 20.7 ns per normal with ``jax.random.normal``, 10.9 ns with :func:`normal`.
 * :func:`chi2`: ``chi^2_df = 2 Gamma(df/2)`` by Marsaglia and Tsang (2000), "A simple method for generating gamma
   variables", ACM TOMS 26(3), with the boost ``Gamma(a) = Gamma(a + 1) U^{1/a}`` for ``a < 1``. Every element takes

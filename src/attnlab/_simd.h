@@ -1,4 +1,4 @@
-/* Shared AVX2 + FMA helpers of attnlab's C kernels (included by particles/_native.c and slr/_rgd_native.c; see
+/* Shared AVX2 + FMA helpers of attnlab's C kernels (included by bruno/_attention_native.c, dohmatob/_rgd_native.c and sakai/_sampler_native.c; see
    attnlab/native.py, which folds this header into the build hash).
    exp2v: 2^t for 8 floats, a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, with 2^n added to
    the exponent bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125). hsum: the sum of the

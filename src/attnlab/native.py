@@ -7,7 +7,7 @@ into place, so concurrent first uses are safe. ``ATTNLAB_NATIVE=0`` disables eve
 a CPU without AVX2 and FMA (the source then fails to compile), :func:`load` returns None and a one-line reason, and
 callers use their JAX code.
 
-Users: :mod:`attnlab.particles.native` (symmetric attention sums) and :mod:`attnlab.slr.rgd_native` (Riemannian
+Users: :mod:`attnlab.bruno.native` (symmetric attention sums) and :mod:`attnlab.dohmatob.rgd_native` (Riemannian
 gradient descent of softmax attention on an empirical risk).
 """
 

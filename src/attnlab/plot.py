@@ -1,13 +1,10 @@
-"""Shared plotting helpers (matplotlib, headless). Figures are saved as PNG and PDF."""
+"""Shared plotting helpers (matplotlib). Figures are saved as PNG and PDF. The backend is left to the user (the
+command line and the sweep workers choose the file-only ``Agg``)."""
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 __all__ = ["plt", "band", "save_figure"]
 

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats as ss
 
+from attnlab.marion.predictors import bayes_posterior
 from attnlab.slr.data import sample_slr, sample_slr_in_frame, sample_teacher
-from attnlab.slr.predictors import bayes_posterior
 
 
 def test_teacher_is_orthonormal(key):

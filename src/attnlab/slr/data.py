@@ -88,9 +88,9 @@ def sample_dohmatob(key, u_star, v_star, n: int, L: int, gamma, eps=0.0, link="l
     with ``c = sqrt(1 - gamma^2)``, noise tokens ``N(0, I)``, ``y = sigma(x_{J0} . v*) + eps xi``, J0 uniform.
 
     With ``gamma = 1/sqrt(2)`` and the linear link this is :func:`sample_slr` (same law; spec C dictionary
-    u*, v* = k*, v*). gamma must lie in (0, 1); the link is a name of :data:`attnlab.slr.softmax.LINKS` or a callable.
+    u*, v* = k*, v*). gamma must lie in (0, 1); the link is a name of :data:`attnlab.dohmatob.model.LINKS` or a callable.
     """
-    from attnlab.slr.softmax import get_link, signal_mean_scale
+    from attnlab.dohmatob.model import get_link, signal_mean_scale
 
     c = signal_mean_scale(gamma)
     sigma = get_link(link)
@@ -115,7 +115,7 @@ def sample_dohmatob_in_frame(key, n: int, L: int, gamma, eps, d, link="linear"):
     Carlo risks are bound by drawing them, and that generator is 2-4x faster here than ``jax.random.normal``.
     """
     from attnlab._random import normal
-    from attnlab.slr.softmax import get_link, signal_mean_scale
+    from attnlab.dohmatob.model import get_link, signal_mean_scale
 
     c = signal_mean_scale(gamma)
     sigma = get_link(link)

@@ -1,0 +1,116 @@
+"""The Python entry points: :func:`run` a preset and get its dataset, metrics, checks and figures back;
+:func:`presets` lists the catalogue.
+
+A run computes inside :func:`attnlab.runtime.x64` (float64, scoped: the caller's JAX setting is left as it was).
+With ``out`` it is written as a run directory by :mod:`attnlab.app.store`, exactly as ``attnlab run --out`` writes
+it; without, nothing touches the disk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnlab import registry, runtime
+from attnlab.config import ExperimentConfig
+
+__all__ = ["Run", "run", "presets", "execute", "implementations"]
+
+
+def implementations(preset: registry.Preset, config: ExperimentConfig) -> dict[str, str]:
+    """For each job of ``preset`` that has two implementations (a C kernel and a JAX path), the one that runs with
+    ``config`` on this machine (``"native"`` or ``"jax"``): ``config.implementation`` with ``auto`` resolved. Empty
+    for presets with one implementation per job."""
+    choose = getattr(preset, "implementations", None)
+    return dict(choose(config)) if choose is not None else {}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one preset run computed: the dataset, its metrics and checks, the implementation of each kernel, the
+    wall time of run + summary."""
+
+    data: Any
+    metrics: dict[str, Any]
+    checks: list[registry.Check]
+    implementations: dict[str, str]
+    elapsed_s: float
+
+
+def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progress=None) -> Outcome:
+    """Run ``preset`` with ``config`` from ``jax.random.key(seed)`` inside :func:`attnlab.runtime.x64`, and
+    summarise it. Writes nothing."""
+    import jax
+
+    runtime.release_compiled_programs()  # a process may run many presets (Dask workers, notebooks)
+    impl = implementations(preset, config)
+    with runtime.x64():
+        t0 = time.perf_counter()
+        ds = preset.run(config, jax.random.key(seed), progress)
+        metrics, checks = preset.summarize(ds, config)
+        elapsed = time.perf_counter() - t0
+    ds.attrs["implementations"] = impl
+    return Outcome(ds, metrics, list(checks), impl, elapsed)
+
+
+@dataclass
+class Run:
+    """One run of a preset: ``data`` (xarray.Dataset), ``metrics``, ``checks`` (:class:`~attnlab.registry.Check`),
+    ``implementations`` (kernel -> ``native``/``jax``), ``figures`` (name -> matplotlib Figure, drawn on first
+    access) and ``run_dir`` (the run directory, None when nothing was written)."""
+
+    preset: registry.Preset
+    config: ExperimentConfig
+    seed: int
+    quick: bool
+    data: Any
+    metrics: dict[str, Any]
+    checks: list[Any]
+    implementations: dict[str, str]
+    elapsed_s: float
+    run_dir: Path | None = None
+    _figures: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        if self._figures is None:
+            self._figures = self.preset.plot(self.data, self.config)
+        return self._figures
+
+    @property
+    def passed(self) -> bool:
+        """Whether every check passed."""
+        return all(c.passed if hasattr(c, "passed") else c["passed"] for c in self.checks)
+
+
+def run(preset: str, *, quick: bool = False, seed: int = 0, out: str | Path | None = None, force: bool = False,
+        **overrides: Any) -> Run:
+    """Run the preset named ``preset`` (see :func:`presets`) and return its :class:`Run`.
+
+    ``quick`` uses the preset's quick sizes, ``seed`` the root key ``jax.random.key(seed)``; any other keyword
+    overrides a config field (``attnlab.run("marion-sgd", quick=True, n_repeats=4)``). With ``out``, the run is
+    also written to that directory (``config.json``, ``data.zarr``, ``summary.json``, figures), or a finished
+    identical run there is reused; ``force`` replaces a finished run of another config there.
+    """
+    p = registry.get_preset(preset)
+    config = registry.resolve_config(p, quick=quick, overrides=overrides)
+    if out is None:
+        outcome = execute(p, config, seed)
+        return Run(p, config, seed, quick, outcome.data, outcome.metrics, outcome.checks, outcome.implementations,
+                   outcome.elapsed_s)
+    from attnlab.app import store
+
+    runtime.configure()
+    res = store.run_preset(p, config, seed, quick=quick, out_dir=Path(out), force=force)
+    s = res.summary
+    checks = [registry.Check(c["name"], c["theory"], c["simulation"], c["tolerance"], c.get("basis", ""))
+              for c in s.get("checks", [])]
+    return Run(p, config, seed, quick, store.read_data(res.run_dir), s.get("metrics", {}), checks,
+               s.get("implementations", {}), s.get("elapsed_s", float("nan")), res.run_dir)
+
+
+def presets() -> dict[str, registry.Preset]:
+    """Every preset of every paper, by name (``attnlab list`` prints the same catalogue)."""
+    return registry.all_presets()

@@ -1,0 +1,107 @@
+/* Symmetric softmax-attention sums on the CPU (AVX2 + FMA, OpenMP), float32: see attnlab/bruno/native.py.
+
+   For tokens i = 0..Np-1 (structure of arrays, Np a multiple of 16):
+       g_ij = 2^(<q_i, x_j> - c_i - c_j)      (symmetric in i, j when <q_i, x_j> = x_i^T S x_j with S = S^T)
+       out[a][i] = sum_j g_ij u[a][j],  a = 0..D   (u[D] carries the weights of the normaliser)
+   Each unordered pair {i, j} costs one exponential and feeds both rows: row i by a register reduction, row j through
+   a per-chunk buffer of column sums (fixed chunks, so the result does not depend on the thread count). Two rows x 16
+   columns per inner step give four independent exponentials, which is what lets the out-of-order core overlap their
+   latency chains.
+   exp2 is a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, and 2^n is added to the exponent
+   bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
+   most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30. */
+#include "../_simd.h"
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Row pairs are dealt to ATTNLAB_CHUNKS fixed chunks (pair p to chunk p mod ATTNLAB_CHUNKS), each with its own column
+   buffer, and the buffers are summed in chunk order: the result is the same for any number of OpenMP threads. */
+#define ATTNLAB_CHUNKS 8
+
+#define DEFINE_SYM(D)                                                                                                 \
+int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, const float *u, float *out) {           \
+    enum { NV = D + 1 };                                                                                            \
+    if (Np % 16) return 1;                                                                                          \
+    const int T = ATTNLAB_CHUNKS; /* fixed, so the sums do not depend on the number of threads */                    \
+    float *buf = aligned_alloc(32, sizeof(float) * NV * (size_t)Np * T);                                            \
+    if (!buf) return 2;                                                                                             \
+    memset(buf, 0, sizeof(float) * NV * (size_t)Np * T);                                                            \
+    _Pragma("omp parallel for schedule(dynamic, 1)")                                                                 \
+        for (int th = 0; th < T; th++) {                                                                          \
+        float *B = buf + (size_t)th * NV * Np;                                                                      \
+        const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                              \
+        for (int i = 2 * th; i < Np; i += 2 * T) {                                                                   \
+            __m256 qa[D], qb[D];                                                                                    \
+            for (int k = 0; k < D; k++) {                                                                           \
+                qa[k] = _mm256_set1_ps(q[(size_t)k * Np + i]);                                                      \
+                qb[k] = _mm256_set1_ps(q[(size_t)k * Np + i + 1]);                                                  \
+            }                                                                                                       \
+            const __m256 nca = _mm256_set1_ps(-c[i]), ncb = _mm256_set1_ps(-c[i + 1]);                             \
+            float wa[NV], wb[NV];                                                                                   \
+            __m256 s[NV], r[NV];                                                                                    \
+            for (int a = 0; a < NV; a++) {                                                                          \
+                wa[a] = u[(size_t)a * Np + i];                                                                      \
+                wb[a] = u[(size_t)a * Np + i + 1];                                                                  \
+                s[a] = _mm256_setzero_ps();                                                                         \
+                r[a] = _mm256_setzero_ps();                                                                         \
+            }                                                                                                       \
+            const int j0 = i & ~15;                                                                                 \
+            for (int j = j0; j < Np; j += 16) {                                                                     \
+                __m256 ta = _mm256_sub_ps(nca, _mm256_loadu_ps(c + j)), tb = _mm256_sub_ps(ncb, _mm256_loadu_ps(c + j)); \
+                __m256 ta8 = _mm256_sub_ps(nca, _mm256_loadu_ps(c + j + 8));                                         \
+                __m256 tb8 = _mm256_sub_ps(ncb, _mm256_loadu_ps(c + j + 8));                                         \
+                for (int k = D - 1; k >= 0; k--) {                                                                  \
+                    __m256 xk = _mm256_loadu_ps(x + (size_t)k * Np + j), xk8 = _mm256_loadu_ps(x + (size_t)k * Np + j + 8); \
+                    ta = _mm256_fmadd_ps(qa[k], xk, ta);                                                            \
+                    tb = _mm256_fmadd_ps(qb[k], xk, tb);                                                            \
+                    ta8 = _mm256_fmadd_ps(qa[k], xk8, ta8);                                                         \
+                    tb8 = _mm256_fmadd_ps(qb[k], xk8, tb8);                                                         \
+                }                                                                                                   \
+                __m256 g = exp2v(ta), h = exp2v(tb), g8 = exp2v(ta8), h8 = exp2v(tb8);                              \
+                if (j == j0) { /* strictly upper triangle: keep j > i (the diagonal is added once below) */         \
+                    __m256i jj = _mm256_add_epi32(idx, _mm256_set1_epi32(j));                                       \
+                    __m256i jj8 = _mm256_add_epi32(jj, _mm256_set1_epi32(8));                                       \
+                    __m256i ia = _mm256_set1_epi32(i), ib = _mm256_set1_epi32(i + 1);                               \
+                    g = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpgt_epi32(jj, ia)));                          \
+                    h = _mm256_and_ps(h, _mm256_castsi256_ps(_mm256_cmpgt_epi32(jj, ib)));                          \
+                    g8 = _mm256_and_ps(g8, _mm256_castsi256_ps(_mm256_cmpgt_epi32(jj8, ia)));                       \
+                    h8 = _mm256_and_ps(h8, _mm256_castsi256_ps(_mm256_cmpgt_epi32(jj8, ib)));                       \
+                }                                                                                                   \
+                for (int a = 0; a < NV; a++) {                                                                      \
+                    const float *ua = u + (size_t)a * Np + j;                                                       \
+                    float *Ba = B + (size_t)a * Np + j;                                                             \
+                    __m256 v = _mm256_loadu_ps(ua), v8 = _mm256_loadu_ps(ua + 8);                                     \
+                    s[a] = _mm256_fmadd_ps(g, v, _mm256_fmadd_ps(g8, v8, s[a]));                                    \
+                    r[a] = _mm256_fmadd_ps(h, v, _mm256_fmadd_ps(h8, v8, r[a]));                                    \
+                    __m256 WA = _mm256_set1_ps(wa[a]), WB = _mm256_set1_ps(wb[a]);                                  \
+                    _mm256_store_ps(Ba, _mm256_fmadd_ps(g, WA, _mm256_fmadd_ps(h, WB, _mm256_load_ps(Ba))));        \
+                    _mm256_store_ps(Ba + 8, _mm256_fmadd_ps(g8, WA, _mm256_fmadd_ps(h8, WB, _mm256_load_ps(Ba + 8)))); \
+                }                                                                                                   \
+            }                                                                                                       \
+            for (int e = 0; e < 2; e++) { /* the diagonal terms g_ii, and the row sums */                           \
+                int ii = i + e;                                                                                     \
+                float t = -2.0f * c[ii];                                                                            \
+                for (int k = 0; k < D; k++) t += q[(size_t)k * Np + ii] * x[(size_t)k * Np + ii];                   \
+                float gii = _mm256_cvtss_f32(exp2v(_mm256_set1_ps(t)));                                             \
+                for (int a = 0; a < NV; a++)                                                                        \
+                    B[(size_t)a * Np + ii] += hsum(e ? r[a] : s[a]) + gii * u[(size_t)a * Np + ii];                 \
+            }                                                                                                       \
+        }                                                                                                           \
+    }                                                                                                               \
+    for (size_t k = 0; k < (size_t)NV * Np; k++) {                                                                  \
+        float sum = 0.0f;                                                                                           \
+        for (int th = 0; th < T; th++) sum += buf[(size_t)th * NV * Np + k];                                        \
+        out[k] = sum;                                                                                               \
+    }                                                                                                               \
+    free(buf);                                                                                                      \
+    return 0;                                                                                                       \
+}
+
+DEFINE_SYM(2)
+DEFINE_SYM(3)
+DEFINE_SYM(4)
+DEFINE_SYM(5)
+DEFINE_SYM(6)
+DEFINE_SYM(7)
+DEFINE_SYM(8)

@@ -1,0 +1,263 @@
+r"""The particle model on the sphere and sphere-preserving integrators (spec 1.1, 1.2, 5, 6.2).
+
+Continuous-time model (SA, the paper's ODE; USA with ``normalization="usa"``)::
+
+    dx_i/dt = F_i(X) := P_{x_i} A_i(X),     P_x y = y - <x, y> x,     A_i = sum_j w_ij V x_j   (see attention.py)
+
+Schemes, each one step of size dt from X (N, d) on the sphere, ending with the renormalisation N(y) = y / |y|:
+
+* ``"euler"``: the paper's discrete model (Eq. (1); one layer = one step, dt = 1/L):
+  x_i <- N(x_i + dt A_i), *without* the tangent projection (``project=False``, as in the paper and GLPR's code) or
+  with it (``project=True``). Both are first-order approximations of the ODE: the radial part c x_i only rescales
+  the step by 1/(1 + c dt) (spec 3 [I]; the order test in tests/bruno/test_integrate.py confirms order 1);
+* ``"heun"`` (order 2) and ``"rk4"`` (order 4): the explicit Runge-Kutta method applied to the ambient field
+  F(X) = A(X) - <x, A(X)> x, followed by N. The sphere is invariant under the ambient field
+  (d|x|^2/dt = 2 <x, A> (1 - |x|^2)), so the ambient RK solution is within O(dt^{p+1}) of the exact one, which lies on
+  the sphere, and the final renormalisation moves it by no more than that: the order p is kept. (Renormalising the
+  intermediate stages instead would cost an order.)
+
+``simulate`` advances to each of a list of snapshot times (e.g. logarithmically spaced, for horizons of e^{c beta})
+with a fixed dt per segment, one compiled ``lax.fori_loop`` per segment, and calls ``progress`` in between.
+
+``simulate_adaptive`` controls the step size instead (spec 5 and 6.2: the pairing phase lives at times e^{c beta},
+out of reach of a fixed dt). It uses the Bogacki-Shampine 3(2) pair (Bogacki & Shampine, Appl. Math. Lett. 2, 1989;
+Hairer, Norsett & Wanner, Solving ODEs I, II.4 and II.5) on the ambient field F:
+
+    k1 = F(x),  k2 = F(x + h k1 / 2),  k3 = F(x + 3 h k2 / 4),  y = x + h (2 k1 + 3 k2 + 4 k3) / 9   (order 3),
+    k4 = F(N(y)),  e = h (-5 k1 / 72 + k2 / 12 + k3 / 9 - k4 / 8)   (= y - y_2, y_2 the embedded order-2 solution),
+
+accepts the step when err = max_i |e_i| <= tol (absolute, in the ambient coordinates of the unit-norm tokens),
+continues from N(y) (local extrapolation), and proposes h_new = h min(5, max(0.2, 0.9 (tol / err)^{1/3})), capped by
+``dt_max`` and shortened to land on each snapshot time. k4 is evaluated at the renormalised point N(y), which is the
+next step's k1 (first same as last: three evaluations of F per step); N(y) - y = O(h^4), so e is still the error
+estimate of the order-2 solution to leading order. With error-per-step control and local extrapolation the global
+error is proportional to tol (Hairer, Norsett & Wanner II.4, "tolerance proportionality"; exponent
+p / (q + 1) = 3 / 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnlab.bruno.attention import attention, attention_dense, check_qkv
+
+__all__ = ["Model", "make_model", "normalize", "drift", "step", "simulate", "simulate_adaptive", "ORDER", "Scheme"]
+
+Scheme = Literal["euler", "heun", "rk4"]
+ORDER = {"euler": 1, "heun": 2, "rk4": 4}
+
+
+class Model(NamedTuple):
+    """Q, K, V (d x d), inverse temperature beta, and the kernel's options (static, hashable)."""
+
+    Q: jax.Array
+    K: jax.Array
+    V: jax.Array
+    beta: float
+    normalization: str = "sa"
+    project: bool = False
+    block_q: int = 1024
+    block_k: int = 2048
+    kernel_dtype: str | None = None
+    dense: bool = False
+    kernel_method: str = "auto"  # attention.METHODS: "auto" (C kernel in float32 on CPU, else xla), "xla", "shift", "online"
+
+
+def make_model(d: int, Q=None, K=None, V=None, beta: float = 1.0, **options) -> Model:
+    """Validated :class:`Model`; Q, K, V default to the identity. Raises ValueError on bad input."""
+    if d < 2:
+        raise ValueError(f"tokens must live in dimension d >= 2 (got d = {d})")
+    eye = np.eye(d)
+    Q, K, V = (eye if M is None else np.asarray(M, dtype=float) for M in (Q, K, V))
+    check_qkv(d, Q, K, V)
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0 (got {beta})")
+    return Model(jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V), float(beta), **options)
+
+
+def normalize(x):
+    """Project each row onto the unit sphere: x / |x|."""
+    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _attention(x, model: Model):
+    if model.dense:
+        return attention_dense(x, model.Q, model.K, model.V, model.beta, normalization=model.normalization)
+    dtype = None if model.kernel_dtype is None else jnp.dtype(model.kernel_dtype)
+    return attention(x, model.Q, model.K, model.V, model.beta, normalization=model.normalization,
+                     block_q=model.block_q, block_k=model.block_k, dtype=dtype, method=model.kernel_method)
+
+
+def drift(x, model: Model):
+    """The ambient field F(X) = A(X) - <x, A(X)> x, equal to the SA/USA velocity P_x A on the sphere."""
+    a = _attention(x, model)
+    return a - jnp.sum(a * x, axis=-1, keepdims=True) * x
+
+
+def step(x, model: Model, dt, scheme: Scheme = "euler"):
+    """One step of ``scheme`` (module docstring) from x (N, d) on the sphere."""
+    if scheme == "euler":
+        return normalize(x + dt * (drift(x, model) if model.project else _attention(x, model)))
+    if scheme == "heun":
+        k1 = drift(x, model)
+        k2 = drift(x + dt * k1, model)
+        return normalize(x + 0.5 * dt * (k1 + k2))
+    if scheme == "rk4":
+        k1 = drift(x, model)
+        k2 = drift(x + 0.5 * dt * k1, model)
+        k3 = drift(x + 0.5 * dt * k2, model)
+        k4 = drift(x + dt * k3, model)
+        return normalize(x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4))
+    raise ValueError(f"unknown scheme {scheme!r} (choose from {sorted(ORDER)})")
+
+
+@partial(jax.jit, static_argnames=("static", "scheme"))
+def _advance(x, n, dt, Q, K, V, static: Model, scheme: str):
+    """n steps; Q, K, V are traced (one compilation serves every matrix), the rest of the model is static."""
+    m = static._replace(Q=Q, K=K, V=V)
+
+    def step_fn(_, y):
+        return step(y, m, dt, scheme)
+
+    if x.ndim == 3:
+        return jax.vmap(lambda y: jax.lax.fori_loop(0, n, step_fn, y))(x)
+    return jax.lax.fori_loop(0, n, step_fn, x)
+
+
+def _split_model(x0, model):
+    """Validate the tokens and matrices; return the tokens, the model without matrices (static) and the matrices."""
+    x = jnp.asarray(x0)
+    if x.shape[-2] < 1:
+        raise ValueError(f"need at least one token (got N = {x.shape[-2]})")
+    check_qkv(x.shape[-1], model.Q, model.K, model.V)
+    static = model._replace(Q=None, K=None, V=None)
+    return x, static, [jnp.asarray(M, dtype=x.dtype) for M in (model.Q, model.K, model.V)]
+
+
+def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[float], *, scheme: Scheme = "euler",
+             observe: Callable | None = None, progress: Callable | None = None):
+    """Integrate from t = 0 to each of the increasing ``times``; return (snapshots, observations, steps_taken).
+
+    ``x0`` is (N, d) or a batch (R, N, d) of independent runs (vmapped). ``dt`` is one step size or one per segment
+    (segment k ends at times[k]); a segment takes n = ceil((t_k - t_{k-1}) / dt_k - 1e-9) equal steps of
+    (t_k - t_{k-1}) / n <= dt_k, so that each snapshot falls exactly on t_k. ``observe(x) -> pytree`` is
+    evaluated at t = 0 and at every snapshot (the returned observations have a leading axis of len(times) + 1).
+    ``snapshots`` has the same
+    leading axis and holds the positions.
+    """
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] <= 0:
+        raise ValueError("times must be a nonempty, strictly increasing sequence of positive numbers")
+    dts = np.broadcast_to(np.asarray(dt, dtype=float), times.shape)
+    if not np.all(dts > 0):
+        raise ValueError(f"dt must be > 0 (got {dt})")
+    x, static, mats = _split_model(x0, model)
+    snaps, obs, steps = [x], [observe(x) if observe else None], [0]
+    t_prev = 0.0
+    for k, (t, h) in enumerate(zip(times, dts)):
+        span = t - t_prev
+        n = int(np.ceil(span / h - 1e-9))
+        h_eff = span / n  # equal steps that land exactly on t (h_eff <= h)
+        x = _advance(x, n, h_eff, *mats, static, scheme)
+        snaps.append(x)
+        obs.append(observe(x) if observe else None)
+        steps.append(steps[-1] + n)
+        t_prev = t
+        if progress is not None:
+            progress(k + 1, len(times))
+    observations = jax.tree.map(lambda *a: np.stack([np.asarray(v) for v in a]), *obs) if observe else None
+    return np.stack([np.asarray(s) for s in snaps]), observations, np.asarray(steps)
+
+
+def _bs32_segment(x, k1, t, t_end, h, model: Model, tol, dt_max, max_steps):
+    """Adaptive Bogacki-Shampine steps from t to t_end (module docstring); returns (x, k1, h, accepted, rejected)."""
+
+    def cond(c):
+        t, _, _, _, acc, rej = c
+        return (t < t_end) & (acc + rej < max_steps)
+
+    def body(c):
+        t, x, k1, h, acc, rej = c
+        last = t + h >= t_end * (1 - 1e-12)
+        hs = jnp.where(last, t_end - t, h)
+        k2 = drift(x + 0.5 * hs * k1, model)
+        k3 = drift(x + 0.75 * hs * k2, model)
+        y = normalize(x + hs * (2 * k1 + 3 * k2 + 4 * k3) / 9)
+        k4 = drift(y, model)
+        e = hs * (-5 * k1 / 72 + k2 / 12 + k3 / 9 - k4 / 8)
+        err = jnp.max(jnp.linalg.norm(e, axis=-1))
+        ok = err <= tol
+        fac = jnp.clip(0.9 * (tol / jnp.maximum(err, 1e-300)) ** (1 / 3), 0.2, 5.0)
+        h_new = jnp.minimum(hs * fac, dt_max)
+        h_new = jnp.where(ok & last, jnp.maximum(h, jnp.minimum(h_new, dt_max)), h_new)  # keep h after a short last step
+        return (jnp.where(ok, jnp.where(last, t_end, t + hs), t), jnp.where(ok, y, x), jnp.where(ok, k4, k1), h_new,
+                acc + ok, rej + (~ok))
+
+    init = (t, x, k1, h, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+    t, x, k1, h, acc, rej = jax.lax.while_loop(cond, body, init)
+    return t, x, k1, h, acc, rej
+
+
+@partial(jax.jit, static_argnames=("static",))
+def _adaptive_segment(x, k1, t, t_end, h, Q, K, V, static: Model, tol, dt_max, max_steps):
+    m = static._replace(Q=Q, K=K, V=V)
+    if x.ndim == 3:
+        return jax.vmap(lambda x, k1, t, h: _bs32_segment(x, k1, t, t_end, h, m, tol, dt_max, max_steps))(x, k1, t, h)
+    return _bs32_segment(x, k1, t, t_end, h, m, tol, dt_max, max_steps)
+
+
+@partial(jax.jit, static_argnames=("static",))
+def _drift_jit(x, Q, K, V, static: Model):
+    return drift(x, static._replace(Q=Q, K=K, V=V))
+
+
+def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 1e-6, dt0: float | None = None,
+                      dt_max: float = np.inf, max_steps: int = 1_000_000, observe: Callable | None = None,
+                      progress: Callable | None = None):
+    """Integrate with the adaptive Bogacki-Shampine 3(2) pair (module docstring) to each of ``times``.
+
+    Returns (snapshots, observations, steps) like :func:`simulate`, where ``steps`` (len(times) + 1, or
+    (len(times) + 1, R) for a batch) counts accepted steps, plus ``rejected`` (same shape). ``tol`` is the absolute
+    local error allowed per step (max over tokens of the Euclidean norm); ``dt0`` the first trial step (default
+    0.1 / (beta |V| |K^T Q|), a third of the paper's explicit-Euler budget dt beta = 0.3); ``dt_max`` caps the step.
+    Raises RuntimeError if a segment needs more than ``max_steps`` steps.
+    """
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] <= 0:
+        raise ValueError("times must be a nonempty, strictly increasing sequence of positive numbers")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0 (got {tol})")
+    if not dt_max > 0 or (dt0 is not None and not dt0 > 0):
+        raise ValueError("dt0 and dt_max must be > 0")
+    x, static, mats = _split_model(x0, model)
+    if dt0 is None:
+        scale = model.beta * np.linalg.norm(np.asarray(model.V), 2) * np.linalg.norm(
+            np.asarray(model.K).T @ np.asarray(model.Q), 2)
+        dt0 = 0.1 / max(scale, 1e-12)
+    batch = x.shape[:-2]
+    t = jnp.zeros(batch, x.dtype)
+    h = jnp.full(batch, min(dt0, dt_max), x.dtype)
+    k1 = (jax.vmap(lambda y: _drift_jit(y, *mats, static)) if batch else partial(_drift_jit, Q=mats[0], K=mats[1],
+                                                                                   V=mats[2], static=static))(x)
+    zero = np.zeros(batch, dtype=int)
+    snaps, obs, steps, rejected = [x], [observe(x) if observe else None], [zero], [zero]
+    for k, t_end in enumerate(times):
+        t, x, k1, h, acc, rej = _adaptive_segment(x, k1, t, jnp.asarray(t_end, x.dtype), h, *mats, static,
+                                                  jnp.asarray(tol, x.dtype), jnp.asarray(dt_max, x.dtype),
+                                                  jnp.asarray(max_steps, jnp.int32))
+        if np.any(np.asarray(t) < t_end):
+            raise RuntimeError(f"adaptive integration stalled before t = {t_end} after {max_steps} steps (tol {tol})")
+        snaps.append(x)
+        obs.append(observe(x) if observe else None)
+        steps.append(steps[-1] + np.asarray(acc))
+        rejected.append(rejected[-1] + np.asarray(rej))
+        if progress is not None:
+            progress(k + 1, len(times))
+    observations = jax.tree.map(lambda *a: np.stack([np.asarray(v) for v in a]), *obs) if observe else None
+    return np.stack([np.asarray(s) for s in snaps]), observations, np.stack(steps), np.stack(rejected)

@@ -1,0 +1,82 @@
+r"""A C kernel for the float32 particle step on CPUs with AVX2 and FMA: symmetric attention sums, one exponential per
+unordered pair (used by :func:`attnlab.bruno.attention.attention` through ``method="auto"`` or ``"native"``).
+
+Why C: on CPU, XLA cannot keep a score in registers from its exponential to its weighted sum over keys. The blocked
+JAX kernels write each block of scores through memory (0.9 billion pairs/s at N = 10^4 on a 2-core AMD EPYC Zen 1);
+written as one loop over keys XLA makes one fusion per accumulator, recomputing the exponentials (0.26-0.40), and as a
+variadic reduction it does not vectorise (0.21-0.25). A numba loop reached 1.33, a plain C loop 1.6.
+
+The math (Bruno et al.'s flows all have S = Q^T K symmetric: Q = K = I, or Q^T K = V = S positive definite). With
+q_i = beta log2(e) S x_i the base-2 scores t_ij = <q_i, x_j> are symmetric, and with c_i = t_ii / 2
+
+    t_ij - c_i - c_j <= 0      when S is positive semi-definite (Cauchy-Schwarz in the S inner product),
+
+so g_ij = 2^(t_ij - c_i - c_j) lies in [0, 1], is symmetric, and g_ii = 1. One exponential per unordered pair serves
+both rows: with u_j = 2^(c_j - C) [V x_j, 1] (C = max_j c_j),
+
+    acc_i = sum_j g_ij u_j = sum_j 2^(t_ij - m_i) [V x_j, 1],      m_i = c_i + C (base 2),
+
+which is the (m, acc) pair of the blocked kernels, so SA, USA and log Z follow as before. The caller
+(:mod:`attnlab.bruno.attention`) checks the result (finite, every l_i >= 2^-60) and that S is symmetric and the
+scores cannot overflow, and otherwise falls back to the JAX kernels.
+
+The C source (``_attention_native.c``) is built and cached by :mod:`attnlab.native` (on first use, ``-O3 -march=native
+-fopenmp``). Without a compiler, AVX2 or FMA, or with ``ATTNLAB_NATIVE=0``, :func:`available` is False and every caller
+uses the JAX kernels; :func:`unavailable_reason` says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from attnlab import native as _build
+
+__all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D"]
+
+MAX_D = 8
+PAD = 16
+
+
+def _setup(lib):
+    ptr = ctypes.c_void_p
+    for d in range(2, MAX_D + 1):
+        fn = getattr(lib, f"attnlab_sym_d{d}")
+        fn.argtypes = [ctypes.c_int, ptr, ptr, ptr, ptr, ptr]
+        fn.restype = ctypes.c_int
+
+
+_KERNEL = _build.Kernel(Path(__file__).with_name("_attention_native.c"), _setup)
+available = _KERNEL.available
+unavailable_reason = _KERNEL.unavailable_reason
+
+
+def _soa(a, n_pad: int, fill: float = 0.0):
+    """(N, k) or (N,) float32 -> C-contiguous (k, n_pad) or (n_pad,), padded with ``fill``."""
+    a = np.asarray(a, np.float32)
+    out = np.full(a.shape[1:][::-1] + (n_pad,), fill, np.float32)
+    out[..., :a.shape[0]] = a.T
+    return out
+
+
+def symmetric_sums(q2, c, x, u):
+    """``acc_i = sum_j 2^(<q2_i, x_j> - c_i - c_j) u_j`` for all i (float32, module docstring).
+
+    ``q2``, ``x`` (N, d) with 2 <= d <= MAX_D, ``c`` (N,), ``u`` (N, d + 1); returns (N, d + 1). Correct only when
+    ``<q2_i, x_j>`` is symmetric in (i, j) and ``<q2_i, x_j> - c_i - c_j < 127`` (the caller checks both).
+    """
+    lib = _KERNEL.require()
+    n, d = np.shape(x)
+    if not 2 <= d <= MAX_D or np.shape(u) != (n, d + 1):
+        raise ValueError(f"need 2 <= d <= {MAX_D} and u of shape (N, d + 1); got x {np.shape(x)}, u {np.shape(u)}")
+    n_pad = -(-n // PAD) * PAD
+    qs, xs, us = _soa(q2, n_pad), _soa(x, n_pad), _soa(u, n_pad)
+    cs = _soa(c, n_pad, 1e30)  # padded tokens: every score with them is clamped to 2^-125, times u = 0
+    out = np.empty((d + 1, n_pad), np.float32)
+    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    status = getattr(lib, f"attnlab_sym_d{d}")(n_pad, p(qs), p(cs), p(xs), p(us), p(out))
+    if status != 0:
+        raise RuntimeError(f"native kernel failed (status {status})")
+    return out[:, :n].T.copy()

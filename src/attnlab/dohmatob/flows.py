@@ -1,0 +1,238 @@
+r"""Mean-field overlap flows of softmax attention on SLR (Dohmatob, spec B6), with diffrax.
+
+**5-D flow (any risk in the overlaps).** For a risk ``R(mu, nu, eta, zeta, rho)`` the Riemannian gradient flow
+``u' = -P_u grad_u R``, ``v' = -P_v grad_v R`` on the two spheres closes on the overlaps (``grad_u R = R_mu u* +
+R_eta v* + R_rho v``, ``grad_v R = R_nu v* + R_zeta u* + R_rho u``)::
+
+    mu'   = -(R_mu + R_rho zeta - g_u mu),         eta'  = -(R_eta + R_rho nu - g_u eta),
+    nu'   = -(R_nu + R_rho eta - g_v nu),          zeta' = -(R_zeta + R_rho mu - g_v zeta),
+    rho'  = -(R_mu zeta + R_eta nu + R_rho - g_u rho) - (R_nu eta + R_zeta mu + R_rho - g_v rho),
+
+with ``g_u = R_mu mu + R_eta eta + R_rho rho`` and ``g_v = R_nu nu + R_zeta zeta + R_rho rho``. It is the s -> 0 limit of
+the RGD of :mod:`attnlab.dohmatob.rgd` (time t = s x step).
+
+**4-D flow (Cor. 2, r = 0)** in (mu, nu, eta, zeta) with ``T1 = dR/dmu``, ``T2 = dR/dnu``, ``T3 = dR/dzeta``::
+
+    mu' = -T1 (1 - mu^2),   eta' = T1 mu eta,   nu' = -T2 (1 - nu^2) + T3 zeta nu,   zeta' = -T3 (1 - zeta^2) + T2 nu zeta
+
+(the spec's [I] derivation; tested equal to the 5-D flow when r = 0). **2-D flow on M** (eta = zeta = rho = 0):
+``mu' = -(1 - mu^2) dR/dmu``, ``nu' = -(1 - nu^2) dR/dnu``.
+
+**Stationary points on M** (Prop. 7): on M, ``R = p^2 H1 - 2 p H2(nu) + H0`` (a = b = 0), so the field vanishes iff
+``mu in {+-1}`` or ``B = 2 (p H1 - H2(nu)) = 0`` (i.e. ``p(mu) = H2(nu) / H1``), and ``nu in {+-1}`` or
+``dH2/dnu = 0`` (the dual kernel's critical points). They are found from this factorisation (not by a root finder on
+the field, which is exponentially flat in mu away from the transition) and classified by the eigenvalues of the
+Jacobian of the 2-D field (sink: all < 0, source: all > 0, saddle: mixed, degenerate: some exactly 0 within
+``zero_tol``). Finite-d caveat: the mu-eigenvalues at mu = +-1 carry the factor ``A(+-1)``, exponentially small in d
+(about 1e-38 at (1, 1) for the linear link at d = 100), so the classification is by sign.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+from typing import NamedTuple
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnlab.dohmatob.meanfield import DohmatobModel, kernel_terms, localisation_probability, mean_field_risk
+
+__all__ = ["field5", "field4", "field2", "integrate", "integrate_joint", "StationaryPoint", "stationary_points_on_M",
+           "classify", "jacobian_eigenvalues"]
+
+
+def _risk5(m: DohmatobModel):
+    return lambda mu, nu, eta, zeta, rho: mean_field_risk(mu, nu, zeta, rho, m)
+
+
+def field5(y, m: DohmatobModel, risk=None):
+    """Right-hand side of the 5-D overlap flow, ``y = (mu, nu, eta, zeta, rho)``, for the mean-field risk of ``m``
+    (or any ``risk(mu, nu, eta, zeta, rho)``)."""
+    risk = _risk5(m) if risk is None else risk
+    mu, nu, eta, zeta, rho = (y[..., i] for i in range(5))
+    Rmu, Rnu, Reta, Rzeta, Rrho = jax.grad(risk, argnums=(0, 1, 2, 3, 4))(mu, nu, eta, zeta, rho)
+    gu = Rmu * mu + Reta * eta + Rrho * rho
+    gv = Rnu * nu + Rzeta * zeta + Rrho * rho
+    return jnp.stack([
+        -(Rmu + Rrho * zeta - gu * mu),
+        -(Rnu + Rrho * eta - gv * nu),
+        -(Reta + Rrho * nu - gu * eta),
+        -(Rzeta + Rrho * mu - gv * zeta),
+        -(Rmu * zeta + Reta * nu + Rrho - gu * rho) - (Rnu * eta + Rzeta * mu + Rrho - gv * rho),
+    ])
+
+
+def field4(y, m: DohmatobModel):
+    """Cor. 2, the 4-D flow in ``y = (mu, nu, eta, zeta)`` under Condition 3 (r = 0, whatever ``m.zero_r``)."""
+    m0 = dataclasses.replace(m, zero_r=True)
+    mu, nu, eta, zeta = (y[..., i] for i in range(4))
+    T1, T2, T3 = jax.grad(lambda a, b, c: mean_field_risk(a, b, c, 0.0, m0), argnums=(0, 1, 2))(mu, nu, zeta)
+    return jnp.stack([-T1 * (1 - mu**2), -T2 * (1 - nu**2) + T3 * zeta * nu, T1 * mu * eta,
+                      -T3 * (1 - zeta**2) + T2 * nu * zeta])
+
+
+def field2(y, m: DohmatobModel):
+    """The 2-D flow on M, ``y = (mu, nu)``."""
+    mu, nu = y[..., 0], y[..., 1]
+    Rmu, Rnu = jax.grad(lambda a, b: mean_field_risk(a, b, 0.0, 0.0, m), argnums=(0, 1))(mu, nu)
+    return jnp.stack([-(1 - mu**2) * Rmu, -(1 - nu**2) * Rnu])
+
+
+@contextlib.contextmanager
+def _errors_as_nan():
+    """While tracing a solve, equinox's runtime checks inside diffrax return NaN instead of calling back to the host.
+
+    JAX's persistent compilation cache never stores a program with a host callback, and equinox's checks are host
+    callbacks unless ``EQX_ON_ERROR=nan``; so each solve recompiled in every process (1-2.5 s each). Failures are
+    reported through ``sol.result`` instead (see :func:`integrate`). Touches a private equinox name, guarded: if it
+    is gone the checks stay callbacks and only the caching is lost.
+    """
+    try:
+        from equinox import _errors
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    old = getattr(_errors, "EQX_ON_ERROR", None)
+    if old is None:  # pragma: no cover
+        yield
+        return
+    _errors.EQX_ON_ERROR = "nan"
+    try:
+        yield
+    finally:
+        _errors.EQX_ON_ERROR = old
+
+
+def integrate(field, y0, ts, m: DohmatobModel, rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000):
+    """Integrate ``y' = field(y, m)`` from ``y0`` at t = ts[0], saving at ``ts`` (diffrax Tsit5, adaptive steps).
+    Returns an array of shape (len(ts), dim); a solve that fails (e.g. ``max_steps`` reached) returns NaN rows, so
+    no NaN-free trajectory is ever a failed one. The compiled solve has no host callback, so it is cached on disk."""
+    ts = jnp.asarray(ts, dtype=jnp.float64)
+    term = diffrax.ODETerm(lambda t, y, args: field(y, m))
+    with _errors_as_nan():
+        sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), t0=ts[0], t1=ts[-1], dt0=None,
+                                  y0=jnp.asarray(y0, jnp.float64), saveat=diffrax.SaveAt(ts=ts),
+                                  stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+                                  max_steps=max_steps, throw=False)
+    return jnp.where(sol.result == diffrax.RESULTS.successful, sol.ys, jnp.nan)
+
+
+def _max_norm(y):
+    return jnp.max(jnp.abs(y))
+
+
+def integrate_joint(fields, y0s, ts, rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000):
+    """Integrate several batches of trajectories, each with its own field, as one ODE system (one compiled solve).
+
+    ``fields[i]`` maps a state ``y`` (dim,) to ``y'``; ``y0s[i]`` (k_i, dim) are its starting points. The joint state
+    is the concatenation of all trajectories and the step control uses the max norm over it, so every component is
+    held to ``rtol``, ``atol`` as in :func:`integrate` (a shared step is the smallest any trajectory needs). One trace
+    and one compilation serve every field (the Dohmatob presets integrate the three links' flows together: about a
+    third of the tracing and compilation time of three solves). Returns a list of (k_i, len(ts), dim) arrays, NaN
+    where the solve failed.
+    """
+    ts = jnp.asarray(ts, dtype=jnp.float64)
+    sizes = [int(np.shape(y)[0]) for y in y0s]
+    cuts = np.cumsum(sizes)[:-1]
+
+    def rhs(t, y, args):
+        parts = jnp.split(y, cuts)
+        return jnp.concatenate([jax.vmap(f)(part) for f, part in zip(fields, parts)])
+
+    y0 = jnp.concatenate([jnp.asarray(y, jnp.float64) for y in y0s])
+    with _errors_as_nan():
+        sol = diffrax.diffeqsolve(diffrax.ODETerm(rhs), diffrax.Tsit5(), t0=ts[0], t1=ts[-1], dt0=None, y0=y0,
+                                  saveat=diffrax.SaveAt(ts=ts),
+                                  stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, norm=_max_norm),
+                                  max_steps=max_steps, throw=False)
+    ys = jnp.where(sol.result == diffrax.RESULTS.successful, sol.ys, jnp.nan)  # (T, N, dim)
+    return [jnp.moveaxis(y, 0, 1) for y in jnp.split(ys, cuts, axis=1)]
+
+
+class StationaryPoint(NamedTuple):
+    mu: float
+    nu: float
+    eigenvalues: tuple
+    kind: str
+    family: str
+
+
+@functools.lru_cache(maxsize=64)
+def _jacobian_fn(field, m: DohmatobModel):
+    return jax.jit(jax.jacfwd(lambda z: field(z, m)))
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_fns(m: DohmatobModel):
+    h = lambda x: kernel_terms(x, 0.0, 0.0, m.gamma, m.link)  # noqa: E731
+    return jax.jit(jax.vmap(lambda x: jnp.stack(h(x)))), jax.jit(jax.vmap(jax.grad(lambda x: h(x)[1])))
+
+
+def jacobian_eigenvalues(field, y, m: DohmatobModel):
+    """Eigenvalues of the Jacobian of ``field(., m)`` at ``y`` (forward mode), sorted by real part."""
+    J = np.asarray(_jacobian_fn(field, m)(jnp.asarray(y, jnp.float64)))
+    ev = np.linalg.eigvals(J)
+    return ev[np.argsort(ev.real)]
+
+
+def classify(eigenvalues, zero_tol: float = 0.0) -> str:
+    """"sink" (all real parts < 0), "source" (all > 0), "saddle" (mixed), "degenerate" (some |Re| <= zero_tol)."""
+    re = np.real(np.asarray(eigenvalues))
+    if np.any(np.abs(re) <= zero_tol):
+        return "degenerate"
+    if np.all(re < 0):
+        return "sink"
+    if np.all(re > 0):
+        return "source"
+    return "saddle"
+
+
+def _bisect(f, lo, hi, n_iter=60):
+    flo = f(lo)
+    for _ in range(n_iter):
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        if (fm > 0) == (flo > 0):
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int = 2001):
+    """All stationary points of the 2-D flow on M (Prop. 7, sets E1-E4), classified (Prop. 10)."""
+    H, dH2v = _kernel_fns(m)
+
+    def dH2(nu):
+        return float(dH2v(jnp.array([nu]))[0])
+
+    grid = np.linspace(-1.0, 1.0, n_grid)[1:-1]
+    vals = np.asarray(dH2v(jnp.asarray(grid)))
+    nu_crit = []
+    for i in range(len(grid) - 1):
+        if vals[i] == 0.0:
+            nu_crit.append(float(grid[i]))
+        elif vals[i] * vals[i + 1] < 0:
+            nu_crit.append(_bisect(dH2, float(grid[i]), float(grid[i + 1])))
+    nus = [(-1.0, "nu=-1"), (1.0, "nu=+1")] + [(x, "dual-kernel critical point") for x in nu_crit]
+    Hs = np.asarray(H(jnp.array([1.0] + [nu for nu, _ in nus])))
+    H1 = float(Hs[0, 0])
+    p_lo, p_hi = float(localisation_probability(-1.0, m)), float(localisation_probability(1.0, m))
+    points = []
+    for i, (nu, nu_family) in enumerate(nus):
+        mus = [(-1.0, "mu=-1"), (1.0, "mu=+1")]
+        p_star = float(Hs[i + 1, 1]) / H1
+        if p_lo < p_star < p_hi:
+            mu_star = (m.psi + math.log(p_star / (1 - p_star)) / (m.beta * m.d)) / m.c
+            if -1 < mu_star < 1:
+                mus.append((mu_star, "B=0"))
+        for mu, mu_family in mus:
+            ev = jacobian_eigenvalues(field2, (mu, nu), m)
+            points.append(StationaryPoint(mu, nu, tuple(complex(e) for e in ev), classify(ev, zero_tol),
+                                          f"{mu_family}, {nu_family}"))
+    return points

@@ -1,0 +1,113 @@
+r"""A C kernel for Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, spec B6 eq. 29, B7),
+float32 token arithmetic on CPUs with AVX2 and FMA (used by :func:`attnlab.dohmatob.rgd.run_rgd`).
+
+The math is that of :func:`attnlab.dohmatob.rgd._joint_value_and_grad`: K runs share the tokens of a repeat; run k
+has ``a = lam X u``, ``b = X v``, ``w = softmax(a)`` over the L tokens, ``g = sigma(b)``, ``f = sum_l w_l g_l``,
+``r = f - y`` and
+
+    d/da_l = (2/n) r lam w_l (g_l - f),      d/db_l = (2/n) r w_l sigma'(b_l),      grad_u = X^T d/da,  grad_v = X^T d/db,
+
+then ``w <- (w - s (g - (w.g) w)) / |.|`` for every row, in float64.
+
+Why C: XLA on CPU runs each step as two separate token products (scores ``X [U V]^T`` and gradient ``C X``) with the
+softmax in between, so the 8 MB of float32 tokens of a Figure-2 repeat (n L = 20,000 tokens, d = 100) go through
+memory three times per step, and the tall-skinny products run at about 26 GFLOP/s on the 2-core Zen 1 machine (68 is
+its float32 peak).
+
+Layout: :func:`tokens` stores the tokens sample-lane, (R, ceil(n / 8), L, d, 8): a block of 8 samples, one per lane
+of every vector ``x[l][j]`` (coordinate j of token l of the 8 samples). Then every part of a step is vertical, with
+no horizontal sum and no idle lane for any L or d:
+
+* scores of a block: tiles of 4 tokens x 3 rows, each FMA a row coefficient ``w_r[j]`` (broadcast) times 8 samples'
+  coordinate, summed in float32 over chunks of 25 coordinates whose sums are then added;
+* softmax over the L tokens: a max, exp2 and sums across L vectors of 8 samples;
+* gradient: per-lane accumulators ``G[r][j]`` (tiles of 4 rows x 3 coordinates over the L tokens of the block,
+  whose 64 KB of tokens are still in cache from the scores), added into float64 lane accumulators every 8 blocks and
+  summed over the lanes once per step.
+
+The samples that pad n to a multiple of 8 are zero tokens with label 0: sigma(0) = 0 for the three links, so their
+residual is exactly 0 and they add nothing. The iterates, the projection and the losses are float64. One repeat runs
+on one OpenMP thread from start to end, so the result does not depend on the thread count.
+
+Measured at Figure-2 size (K = 6 runs, Zen 1 at 2 GHz, idle): 2.9-3.1 ms per step of one repeat on one thread,
+the FMA bound of its 2 x 20,000 x 12 x 100 multiply-adds at one 256-bit FMA per cycle; 1.63-1.67 ms per
+repeat-step over 10 repeats on 2 threads. The previous token-major kernel (one sample's tokens per tile, horizontal
+sums of 8 lanes, softmax over 3 vectors of which 20 of 24 lanes were used) took 3.96-4.07 and 1.98-2.05 ms; the
+XLA float32 path 6.3 ms.
+
+Differences from the JAX float32 path are float32 round-off (the order of the sums and a polynomial exp2 with
+relative error below 2e-7), bounded in ``tests/slr/test_rgd_native.py``: at Figure-2 shapes, after 40 steps, the
+iterates are within 2.6e-6 of the float64 path and the losses within a relative 1.3e-5 (the XLA float32 path: 2.1e-5
+and 2.8e-5).
+
+Built and cached by :mod:`attnlab.native`; ``ATTNLAB_NATIVE=0`` disables it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from attnlab import native as _build
+
+__all__ = ["available", "unavailable_reason", "LINK_CODES", "tokens", "run"]
+
+LINK_CODES = {"linear": 0, "quadratic": 1, "relu": 2}
+
+
+def _setup(lib):
+    ptr, i, dbl = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+    lib.attnlab_rgd.argtypes = [i, i, i, i, i, ptr, ptr, ptr, dbl, dbl, i, i, ptr, ptr, ptr]
+    lib.attnlab_rgd.restype = ctypes.c_int
+
+
+_KERNEL = _build.Kernel(Path(__file__).with_name("_rgd_native.c"), _setup)
+available = _KERNEL.available
+unavailable_reason = _KERNEL.unavailable_reason
+
+
+def tokens(X) -> np.ndarray:
+    """Tokens ``X`` (R, n, L, d) as the kernel reads them: float32, C-contiguous, in the sample-lane layout
+    (R, ceil(n / 8), L, d, 8), where block b holds samples 8b..8b+7, one per lane; the samples beyond n are zero."""
+    X = np.asarray(X, np.float32)
+    R, n, L, d = X.shape
+    nb = -(-n // 8)
+    if n % 8:
+        X = np.concatenate([X, np.zeros((R, 8 * nb - n, L, d), np.float32)], axis=1)
+    return np.ascontiguousarray(X.reshape(R, nb, 8, L, d).transpose(0, 1, 3, 4, 2))
+
+
+def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
+    """``n_logs * log_every`` RGD steps of K runs per repeat.
+
+    ``Xp`` (R, ceil(n / 8), L, d, 8) from :func:`tokens`; ``Y`` (R, K, n) labels; ``links`` K names from
+    :data:`LINK_CODES`; ``W0`` (R, 2K, d) float64 rows ``[u_1..u_K, v_1..v_K]``. Returns the iterates after every
+    ``log_every`` steps, (R, n_logs, 2K, d) float64, and the losses ``n^-1 sum_i r_i^2`` at them, (R, n_logs, K).
+    ``n_logs = 1, log_every = 0`` gives the losses at ``W0``.
+    """
+    lib = _KERNEL.require()
+    if Xp.ndim != 5 or Xp.shape[-1] != 8 or Xp.dtype != np.float32 or not Xp.flags.c_contiguous:
+        raise ValueError("tokens must come from rgd_native.tokens")
+    R, nb, L, d, _ = Xp.shape
+    W = np.array(W0, np.float64, order="C", copy=True)
+    K = len(links)
+    n = np.shape(Y)[-1]
+    if n_logs < 1 or log_every < 0 or (log_every == 0 and n_logs != 1):
+        raise ValueError(f"need n_logs >= 1 and log_every >= 1 (or n_logs = 1, log_every = 0), got {n_logs}, "
+                         f"{log_every}")
+    if W.shape != (R, 2 * K, d) or np.shape(Y) != (R, K, n) or -(-n // 8) != nb:
+        raise ValueError(f"inconsistent shapes: tokens {Xp.shape}, labels {np.shape(Y)}, parameters {W.shape}, "
+                         f"{K} links")
+    codes = np.array([LINK_CODES[link] for link in links], np.int32)
+    Yp = np.zeros((R, K, 8 * nb), np.float32)
+    Yp[..., :n] = Y
+    Wlog = np.empty((R, n_logs, 2 * K, d))
+    loss = np.empty((R, n_logs, K))
+    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    status = lib.attnlab_rgd(R, n, L, d, K, p(Xp), p(Yp), p(codes), float(lam), float(s), n_logs, log_every,
+                             p(W), p(Wlog), p(loss))
+    if status != 0:
+        raise RuntimeError(f"native RGD kernel failed (status {status})")
+    return Wlog, loss

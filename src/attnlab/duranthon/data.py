@@ -1,0 +1,201 @@
+r"""Spiked-SLR and max-SLR (Duranthon, Marion, Boyer, Loureiro, Zdeborova 2025, spec 1.1-1.3), fixed or random L.
+
+Tokens ``x_l in R^D`` are N(0, I_D) tilted by ``g_nu(eps*, chi*)``, ``chi* = X k*/sqrt(D)``, with teacher vectors of
+norm ``sqrt(D)`` and ``k* . v* = 0``; the label is ``y = x_{eps*} . v*/sqrt(D) + noise_std xi``::
+
+    spiked-SLR:  g = exp(sqrt(nu) chi_eps - nu/2)      -> add sqrt(nu) k*/sqrt(D) to the token eps* ~ U{1..L}
+    max-SLR:     g = L exp(nu chi_eps) / sum exp(nu chi)  -> i.i.d. tokens, eps* ~ Categorical(softmax(nu chi*))
+                                                          (eps* = argmax chi* at nu = inf)
+
+``noise_std`` is the standard deviation of the label noise (spec 8.1 leaves open whether the paper's Delta is a std
+or a variance; every risk in :mod:`attnlab.duranthon.population` uses ``noise_std**2``).
+
+Random lengths: a :class:`LengthLaw` (values and probabilities). Batches are padded to ``L_max`` and carry a boolean
+``mask`` (n, L_max); padded tokens are zero and never chosen as the location.
+
+Two samplers share one law: :func:`sample_sequences` draws the tokens in R^D; :func:`sample_scores` draws only the
+teacher fields ``chi* = X k*/sqrt(D)`` and ``zeta* = X v*/sqrt(D)`` (exact in law because the tilt acts on chi*
+only and ``k* perp v*``), at a cost independent of D.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Model", "LengthLaw", "DuranthonBatch", "Scores", "check_model", "length_law", "c_nu",
+           "sample_teacher_sqrtD", "sample_lengths", "sample_scores", "sample_sequences"]
+
+Model = Literal["spiked", "max"]
+
+
+class LengthLaw(NamedTuple):
+    """Law of the sequence length: ``values`` (tuple of ints >= 1) with ``probs`` (tuple summing to 1)."""
+
+    values: tuple
+    probs: tuple
+
+    @property
+    def L_max(self) -> int:
+        return max(self.values)
+
+    @property
+    def mean(self) -> float:
+        return float(sum(v * p for v, p in zip(self.values, self.probs)))
+
+
+def length_law(L) -> LengthLaw:
+    """A :class:`LengthLaw` from an int (fixed L), a sequence of ints (uniform on them) or a LengthLaw."""
+    if isinstance(L, LengthLaw):
+        values, probs = tuple(int(v) for v in L.values), tuple(float(p) for p in L.probs)
+    elif isinstance(L, (int, np.integer)):
+        values, probs = (int(L),), (1.0,)
+    else:
+        values = tuple(int(v) for v in L)
+        if not values:
+            raise ValueError("the list of sequence lengths is empty")
+        probs = tuple(1.0 / len(values) for _ in values)
+    if any(v < 1 for v in values):
+        raise ValueError(f"sequence lengths must be >= 1, got {values}")
+    if len(probs) != len(values) or any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-12:
+        raise ValueError(f"length probabilities must be non-negative and sum to 1, got {probs}")
+    return LengthLaw(values, probs)
+
+
+def check_model(model: str, nu) -> float:
+    """Validate the model name and the signal strength; returns nu as a float (inf allowed for max-SLR only)."""
+    if model not in ("spiked", "max"):
+        raise ValueError(f"unknown model {model!r}: expected 'spiked' or 'max'")
+    nu = float(nu)
+    if math.isnan(nu) or nu < 0:
+        raise ValueError(f"signal strength nu must be >= 0, got {nu!r}")
+    if math.isinf(nu) and model == "spiked":
+        raise ValueError("nu = inf is defined for max-SLR only (spiked-SLR needs a finite nu)")
+    return nu
+
+
+def c_nu(model: str, nu) -> float:
+    """The inverse temperature of the location posterior ``P(eps*=l|X) = softmax(c_nu chi*)`` (spec 1.4):
+    sqrt(nu) for spiked-SLR, nu for max-SLR."""
+    nu = check_model(model, nu)
+    return math.sqrt(nu) if model == "spiked" else nu
+
+
+def sample_teacher_sqrtD(key, D: int):
+    """Teacher pair with ``|k*|^2 = |v*|^2 = D`` and ``k* . v* = 0`` (Gaussian, orthogonalised, rescaled)."""
+    if D < 2:
+        raise ValueError(f"dimension D must be >= 2, got {D}")
+    kk, kv = jax.random.split(key)
+    k = jax.random.normal(kk, (D,))
+    k = k / jnp.linalg.norm(k)
+    v = jax.random.normal(kv, (D,))
+    v = v - (v @ k) * k
+    return math.sqrt(D) * k, math.sqrt(D) * v / jnp.linalg.norm(v)
+
+
+def _length_probs(law: LengthLaw):
+    """Probabilities of the lengths 1..L_max (a traced array, so one compiled sampler serves every law)."""
+    probs = np.zeros(law.L_max)
+    for v, p in zip(law.values, law.probs):
+        probs[v - 1] += p
+    return jnp.asarray(probs)
+
+
+def _lengths_from_probs(key, probs, n: int):
+    L_max = probs.shape[0]
+    lengths = 1 + jax.random.categorical(key, jnp.log(probs), shape=(n,))
+    return lengths, jnp.arange(L_max)[None, :] < lengths[:, None]
+
+
+def sample_lengths(key, law: LengthLaw, n: int):
+    """Lengths (n,) and the padding mask (n, L_max)."""
+    return _lengths_from_probs(key, _length_probs(law), n)
+
+
+def _location(key, is_spiked, nu_is_inf, nu, chi_star, mask):
+    """eps* given the base scores: uniform on the valid tokens (spiked) or softmax(nu chi*) (max-SLR; argmax at
+    nu = inf). The flags are traced, so the three cases share one compiled function."""
+    uniform = jnp.where(mask, 0.0, -jnp.inf)
+    tilted = jnp.where(mask, jnp.where(nu_is_inf, 0.0, nu) * chi_star, -jnp.inf)
+    drawn = jax.random.categorical(key, jnp.where(is_spiked, uniform, tilted), axis=-1)
+    argmax = jnp.argmax(jnp.where(mask, chi_star, -jnp.inf), axis=-1)
+    return jnp.where(is_spiked | ~nu_is_inf, drawn, argmax)
+
+
+def _flags(model, nu):
+    inf = math.isinf(nu)
+    return model == "spiked", inf, 0.0 if inf else nu
+
+
+class Scores(NamedTuple):
+    """Teacher fields of a batch: ``chi`` = X k*/sqrt(D), ``zeta`` = X v*/sqrt(D) (n, L_max), the location ``eps``
+    (n,), the labels ``y`` (n,) and the padding ``mask`` (n, L_max)."""
+
+    chi: jax.Array
+    zeta: jax.Array
+    eps: jax.Array
+    y: jax.Array
+    mask: jax.Array
+
+
+def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
+    """Draw ``n`` samples of the teacher fields (chi*, zeta*), the location and the label (spec 1.2-1.3)."""
+    nu = check_model(model, nu)
+    law = length_law(L)
+    if n < 1:
+        raise ValueError(f"number of samples n must be >= 1, got {n}")
+    return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
+
+
+@partial(jax.jit, static_argnames=("n",))
+def _sample_scores(key, is_spiked, nu_is_inf, nu, probs, n, noise_std):
+    kl, kc, kz, ke, kn = jax.random.split(key, 5)
+    _, mask = _lengths_from_probs(kl, probs, n)
+    chi = jax.random.normal(kc, (n, probs.shape[0]))
+    eps = _location(ke, is_spiked, nu_is_inf, nu, chi, mask)
+    onehot = jnp.arange(probs.shape[0])[None, :] == eps[:, None]
+    chi = chi + jnp.where(is_spiked, jnp.sqrt(nu), 0.0) * onehot
+    chi = jnp.where(mask, chi, 0.0)
+    zeta = jnp.where(mask, jax.random.normal(kz, (n, probs.shape[0])), 0.0)
+    y = jnp.sum(jnp.where(onehot, zeta, 0.0), axis=-1) + noise_std * jax.random.normal(kn, (n,))
+    return Scores(chi, zeta, eps, y, mask)
+
+
+class DuranthonBatch(NamedTuple):
+    """Sequences in R^D: tokens ``X`` (n, L_max, D), labels ``y`` (n,), locations ``eps`` (n,), ``mask``."""
+
+    X: jax.Array
+    y: jax.Array
+    eps: jax.Array
+    mask: jax.Array
+
+
+def sample_sequences(key, k_star, v_star, model: str, nu, L, n: int, noise_std=0.0) -> DuranthonBatch:
+    """Draw ``n`` sequences in R^D (D = k_star.size) from spiked- or max-SLR with teacher (k*, v*) of norm sqrt(D)."""
+    nu = check_model(model, nu)
+    law = length_law(L)
+    if n < 1:
+        raise ValueError(f"number of samples n must be >= 1, got {n}")
+    return _sample_sequences(key, k_star, v_star, *_flags(model, nu), _length_probs(law), int(n), noise_std)
+
+
+@partial(jax.jit, static_argnames=("n",))
+def _sample_sequences(key, k_star, v_star, is_spiked, nu_is_inf, nu, probs, n, noise_std):
+    D = k_star.shape[-1]
+    L_max = probs.shape[0]
+    kl, kx, ke, kn = jax.random.split(key, 4)
+    _, mask = _lengths_from_probs(kl, probs, n)
+    X = jax.random.normal(kx, (n, L_max, D))
+    chi = X @ k_star / math.sqrt(D)
+    eps = _location(ke, is_spiked, nu_is_inf, nu, chi, mask)
+    onehot = jnp.arange(L_max)[None, :] == eps[:, None]
+    X = X + (jnp.where(is_spiked, jnp.sqrt(nu), 0.0) / math.sqrt(D)) * onehot[..., None] * k_star
+    X = jnp.where(mask[..., None], X, 0.0)
+    x_eps = jnp.sum(jnp.where(onehot[..., None], X, 0.0), axis=1)
+    y = x_eps @ v_star / math.sqrt(D) + noise_std * jax.random.normal(kn, (n,))
+    return DuranthonBatch(X, y, eps, mask)

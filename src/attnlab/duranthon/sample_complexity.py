@@ -1,0 +1,327 @@
+r"""Theory against simulation along alpha (Duranthon et al., spec 4-5): the driver behind the
+``duranthon-sample-complexity`` preset. Informed starts only; lambda fixed or chosen by grid search.
+
+For each activation and each alpha:
+
+* lambda (``lam_grid`` given, lambda_k = lambda_v): the replica fixed point at every lambda of the grid on every
+  frozen set, and the lambda whose replica test error (mean over sets) is lowest, as the paper tunes its
+  regularisation "by grid search" (spec 5; grid U); with ``grid_rs_stable`` (default) only among the lambdas where
+  every set's fixed point is RS-stable (replicon eigenvalue < 1, :func:`attnlab.duranthon.replica.at_eigenvalue`): an RS
+  prediction past the AT line is not trusted to pick lambda. The replica and ERM columns below are at that lambda;
+
+* replica: :func:`attnlab.duranthon.replica.solve_replica` on ``n_sets`` independent frozen sample sets, continued in
+  alpha (each set starts from its fixed point at the previous alpha, the first from the informed point); test error
+  (spec 3.2 formula) per set, its mean, and an SE combining the spread over sets with the formula's Monte Carlo SE;
+* simulation: L-BFGS ERM (informed start) at ``D = sqrt_ND / sqrt(alpha)``, ``N = alpha D`` (the spec 5 size rule),
+  ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set;
+* Bayes-optimal (spiked-SLR, and max-SLR at nu = inf; spec 4.3): :func:`attnlab.duranthon.replica.solve_bayes_optimal`
+  on a frozen set of ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import xarray as xr
+
+from attnlab.duranthon.activations import activation
+from attnlab.duranthon.data import sample_sequences, sample_teacher_sqrtD
+from attnlab.duranthon.erm import fit_erm, fresh_test_error, informed_start, overlaps7
+from attnlab.duranthon.population import bayes_risk_mc, overlap_risk
+from attnlab.duranthon.replica import (
+    bayes_optimal_test_error,
+    frozen_samples,
+    rescaled_start,
+    solve_bayes_optimal,
+    solve_replica,
+)
+
+__all__ = ["theory_vs_simulation", "low_snr_diagnostics"]
+
+_ORDER = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
+_SIM = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")
+
+
+def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: float,
+                         activations=("softmax", "linear"), n_replica: int = 2000, n_sets: int = 3,
+                         sqrt_ND: float = 1000.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 50_000,
+                         informed_scale: float | None = None, tol: float = 1e-8, n_bo: int = 20_000,
+                         lam_grid=None, grid_rs_stable: bool = True, progress=None) -> xr.Dataset:
+    alphas = [float(a) for a in alphas]
+    if any(a <= 0 for a in alphas):
+        raise ValueError(f"every alpha must be > 0, got {alphas}")
+    grid = sorted({float(x) for x in lam_grid}, reverse=True) if lam_grid else None
+    if grid is not None and any(not x > 0 for x in grid):
+        raise ValueError(f"every lambda of the grid must be > 0, got {lam_grid}")
+    pairs = [(g, g) for g in grid] if grid else [(lam_k, lam_v)]
+    n_g = len(pairs)
+    n_a, n_al = len(activations), len(alphas)
+    rep = np.full((n_a, n_al, n_sets, 6), np.nan)
+    rep_train, rep_res = np.full((n_a, n_al, n_sets), np.nan), np.full((n_a, n_al, n_sets), np.nan)
+    rep_iter, rep_conv = np.zeros((n_a, n_al, n_sets), int), np.zeros((n_a, n_al, n_sets), bool)
+    rep_status = np.full((n_a, n_al, n_sets), "", dtype=object)
+    rep_test, rep_test_se = np.full((n_a, n_al), np.nan), np.full((n_a, n_al), np.nan)
+    rep_test_set = np.full((n_a, n_al, n_sets), np.nan)
+    rep_at = np.full((n_a, n_al, n_sets), np.nan)
+    grid_test, grid_conv = np.full((n_a, n_al, n_g), np.nan), np.zeros((n_a, n_al, n_g, n_sets), bool)
+    grid_at = np.full((n_a, n_al, n_g, n_sets), np.nan)
+    lam_opt = np.full((n_a, n_al, 2), np.nan)
+    sim = np.full((n_a, n_al, n_seeds, 7), np.nan)
+    sim_train, sim_test = np.full((n_a, n_al, n_seeds), np.nan), np.full((n_a, n_al, n_seeds), np.nan)
+    sizes = np.zeros((n_al, 2), int)
+    k_rep, k_sim, k_risk, k_bayes = jax.random.split(key, 4)
+    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica) for s in range(n_sets)]
+    total, done = n_a * n_al, 0
+    for a, name in enumerate(activations):
+        act = activation(name)
+        c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
+        # per (lambda, set): the last converged fixed point (start of the next alpha), its proximal points and
+        # tracked minima (solve_replica's chi0, track0); a lambda without one yet starts from the next larger
+        # lambda's fixed point at this alpha (continuation)
+        informed = (c0, c0 * c0, 1.0, 1.0, 1.0, 1.0)
+        starts = [[None] * n_sets for _ in range(n_g)]
+        chis = [[None] * n_sets for _ in range(n_g)]
+        records = [[[] for _ in range(n_sets)] for _ in range(n_g)]  # each path's last evaluations
+        for i, alpha in enumerate(alphas):
+            best, by_g = None, []
+            for g, (lk, lv) in enumerate(pairs):
+                rs, mc_se, test_set = [], np.full(n_sets, np.nan), np.full(n_sets, np.nan)
+                for s in range(n_sets):
+                    x0, c_0 = starts[g][s], chis[g][s]
+                    if x0 is None:
+                        prev = by_g[-1][0][s] if by_g else None
+                        x0, c_0 = ((tuple(prev.order), (prev.chi, prev.track)) if prev is not None and prev.converged
+                                   else (informed, (None, None)))
+                    # a path that has converged before starts from its last evaluations rescaled to this alpha
+                    start, v0, hist = rescaled_start(records[g][s], alpha, lk, lv, "implicit"), None, None
+                    if start is not None:
+                        x0, v0, hist = tuple(start[0]), start[1], (start[2], start[3])
+                    r = solve_replica(act, alpha, lk, lv, sets[s], x0, tol=tol, chi0=c_0[0], track0=c_0[1], v0=v0,
+                                      history=hist, record=records[g][s])
+                    rs.append(r)
+                    grid_conv[a, i, g, s], grid_at[a, i, g, s] = r.converged, r.at
+                    if r.converged:
+                        starts[g][s], chis[g][s] = tuple(r.order), (r.chi, r.track)
+                    else:  # the next alpha starts from the last converged point instead
+                        records[g][s].clear()
+                    o = r.order
+                    if r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2:
+                        # common random numbers across sets and lambdas: the spread is the sets' error
+                        m, e = overlap_risk(jax.random.fold_in(k_risk, i), act, model, nu, L, o.m_k, o.q_k, o.m_v,
+                                            o.q_v, n_risk)
+                        test_set[s], mc_se[s] = m, e
+                by_g.append((rs, test_set, mc_se))
+                if np.all(np.isfinite(test_set)):
+                    grid_test[a, i, g] = np.mean(test_set)
+                    eligible = not grid_rs_stable or n_g == 1 or bool(np.all(grid_at[a, i, g] < 1))
+                    if eligible and (best is None or grid_test[a, i, g] < grid_test[a, i, best]):
+                        best = g
+            g = best if best is not None else 0  # no eligible lambda: the largest
+            rs, test_set, mc_se = by_g[g]
+            lam_opt[a, i] = pairs[g]
+            for s, r in enumerate(rs):
+                rep[a, i, s], rep_train[a, i, s] = np.asarray(r.order), r.train_loss
+                rep_res[a, i, s], rep_iter[a, i, s], rep_conv[a, i, s] = r.residual, r.n_iter, r.converged
+                rep_status[a, i, s], rep_at[a, i, s] = r.status, r.at
+            rep_test_set[a, i] = test_set
+            ok = np.isfinite(test_set)
+            if ok.any():
+                spread = np.std(test_set[ok], ddof=1) / math.sqrt(ok.sum()) if ok.sum() > 1 else np.nan
+                rep_test[a, i], rep_test_se[a, i] = np.mean(test_set[ok]), math.hypot(spread, np.mean(mc_se[ok]))
+            lk, lv = pairs[g]
+            D = max(4, int(round(sqrt_ND / math.sqrt(alpha))))
+            N = max(2, int(round(alpha * D)))
+            sizes[i] = (D, N)
+            for seed in range(n_seeds):
+                ks = jax.random.fold_in(k_sim, 1000 * i + seed)
+                kt, kd, kf = jax.random.split(ks, 3)
+                k_star, v_star = sample_teacher_sqrtD(kt, D)
+                b = sample_sequences(kd, k_star, v_star, model, nu, L, N)
+                e = fit_erm(act, b.X, b.mask, b.y, lk, lv, *informed_start(k_star, v_star, model, nu, scale=c0))
+                sim[a, i, seed] = np.asarray(overlaps7(e.k, e.v, k_star, v_star))
+                sim_train[a, i, seed] = e.train_loss
+                # test chunks of the training shape (N, D): no extra compilation of the sampler
+                sim_test[a, i, seed] = fresh_test_error(kf, act, e.k, e.v, k_star, v_star, model, nu, L, n_test,
+                                                        chunk=N)[0]
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    bayes, bayes_se = bayes_risk_mc(k_bayes, model, nu, L, n_risk)
+    bo = np.full((n_al, 2), np.nan)
+    bo_test, bo_se = np.full(n_al, np.nan), np.full(n_al, np.nan)
+    bo_res, bo_conv = np.full(n_al, np.nan), np.zeros(n_al, bool)
+    if model == "spiked" or math.isinf(nu):  # BO equations: spiked-SLR, and max-SLR at nu = inf
+        bo_set = frozen_samples(jax.random.fold_in(k_bayes, 1), model, nu, L, n_bo)
+        q0 = (0.5, 0.5)
+        for i, alpha in enumerate(alphas):
+            r = solve_bayes_optimal(alpha, nu, bo_set, init=q0, model=model)
+            bo[i], bo_res[i], bo_conv[i] = (r.q_k, r.q_v), r.residual, r.converged
+            if r.converged:
+                q0 = (r.q_k, r.q_v)
+                bo_test[i], bo_se[i] = bayes_optimal_test_error(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
+                                                                r.q_v, n_risk, model=model)
+    u = {"units": "1"}
+    data = {
+        "replica_order": (("activation", "alpha", "set", "order"), rep, u),
+        "replica_train_loss": (("activation", "alpha", "set"), rep_train, u),
+        "replica_residual": (("activation", "alpha", "set"), rep_res, u),
+        "replica_iterations": (("activation", "alpha", "set"), rep_iter, u),
+        "replica_converged": (("activation", "alpha", "set"), rep_conv, u),
+        "replica_status": (("activation", "alpha", "set"), rep_status.astype(str), u),
+        "replica_test_error_set": (("activation", "alpha", "set"), rep_test_set, u),
+        "replica_test_error": (("activation", "alpha"), rep_test, {**u, "long_name": "spec 3.2, mean over sets"}),
+        "replica_test_error_se": (("activation", "alpha"), rep_test_se, u),
+        "replica_at_eigenvalue": (("activation", "alpha", "set"), rep_at,
+                                  {**u, "long_name": "replicon (AT) eigenvalue; RS stable iff < 1"}),
+        "lambda_opt": (("activation", "alpha", "lam_kv"), lam_opt,
+                       {**u, "long_name": "lambda of the replica and ERM columns (grid-search optimum if a grid)"}),
+        "replica_test_error_grid": (("activation", "alpha", "lam_grid"), grid_test,
+                                    {**u, "long_name": "replica test error (mean over sets) at each grid lambda"}),
+        "replica_converged_grid": (("activation", "alpha", "lam_grid", "set"), grid_conv, u),
+        "replica_at_eigenvalue_grid": (("activation", "alpha", "lam_grid", "set"), grid_at, u),
+        "sim_overlaps": (("activation", "alpha", "seed", "overlap"), sim, u),
+        "sim_train_loss": (("activation", "alpha", "seed"), sim_train, u),
+        "sim_test_error": (("activation", "alpha", "seed"), sim_test, {**u, "long_name": "fresh-set test error"}),
+        "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
+        "bayes_population": ((), bayes, u), "bayes_population_se": ((), bayes_se, u),
+        "bo_overlaps": (("alpha", "bo_order"), bo, {**u, "long_name": "Bayes-optimal (q_k, q_v), spec 4.3"}),
+        "bo_test_error": (("alpha",), bo_test, {**u, "long_name": "Bayes-optimal test error (spiked; max at nu=inf)"}),
+        "bo_test_error_se": (("alpha",), bo_se, u),
+        "bo_residual": (("alpha",), bo_res, u), "bo_converged": (("alpha",), bo_conv, u),
+    }
+    coords = {"activation": list(activations), "alpha": alphas, "set": np.arange(n_sets), "order": list(_ORDER),
+              "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"],
+              "lam_kv": ["lambda_k", "lambda_v"], "lam_grid": [p[0] for p in pairs]}
+    attrs = {"model": model, "nu": float(nu), "L": str(L), "lambda_k": lam_k, "lambda_v": lam_v,
+             "sqrt_ND": sqrt_ND, "n_replica": n_replica, "lambda_grid_search": int(grid is not None),
+             "lambda_grid_rs_stable_only": int(bool(grid_rs_stable))}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+_JUMP = ("jump_k", "jump_k_se", "jump_v", "jump_v_se")
+
+
+def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: str = "softmax",
+                        jacobians=("implicit", "stein"), n_replica: int = 1000, n_sets: int = 2,
+                        sqrt_ND: float = 500.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 20_000,
+                        informed_scale: float | None = None, tol: float = 1e-8, max_iter: int = 200,
+                        qmc: bool = False, progress=None) -> xr.Dataset:
+    r"""Replica theory against ERM along a decreasing lambda path (lambda_k = lambda_v), the driver of the
+    ``duranthon-low-snr`` preset: where and why theory and simulation part.
+
+    Replica: for each alpha, frozen set, V_hat estimator (``jacobians``: "implicit", the pointwise derivative of the
+    proximal map; "stein", the distributional one, which includes the jumps of f where the proximal problem's
+    global minimiser switches, see :class:`attnlab.duranthon.replica.MapValue`) and branch (informed and uninformed
+    starts, :func:`attnlab.duranthon.replica.standard_starts`): continuation along ``lams`` (sorted decreasing), each
+    point started at the previous fixed point of the same branch; after a point that does not converge the rest of
+    that path is marked "continuation_stopped". Every point keeps its convergence report
+    (status, residual, evaluations), the training objective per sample, the fraction of samples whose proximal
+    problem is non-convex, the jump terms of V_hat, and the test error (spec 3.2 formula, Monte Carlo SE).
+
+    ERM: L-BFGS at ``D = sqrt_ND/sqrt(alpha)``, ``N = alpha D``, ``n_seeds`` data sets, from the informed start and
+    from a random start (same data), at every lambda: overlaps, training objective, fresh-set test error."""
+    from attnlab.duranthon.erm import random_start
+    from attnlab.duranthon.replica import standard_starts
+
+    alphas = [float(a) for a in alphas]
+    lams = sorted((float(x) for x in lams), reverse=True)
+    if any(a <= 0 for a in alphas) or any(x <= 0 for x in lams):
+        raise ValueError(f"alphas and lambdas must be > 0, got {alphas}, {lams}")
+    act = activation(activation_name)
+    starts = standard_starts(model, nu, informed_scale=informed_scale)
+    branches = list(starts)
+    n_al, n_l, n_j, n_b = len(alphas), len(lams), len(jacobians), len(branches)
+    shp = (n_al, n_l, n_j, n_b, n_sets)
+    order = np.full(shp + (6,), np.nan)
+    res, obj, train, ncvx, inner, at_ev = (np.full(shp, np.nan) for _ in range(6))
+    jump = np.full(shp + (4,), np.nan)
+    n_iter, conv = np.zeros(shp, int), np.zeros(shp, bool)
+    status = np.full(shp, "", dtype=object)
+    test, test_se = np.full(shp, np.nan), np.full(shp, np.nan)
+    sim = np.full((n_al, n_l, 2, n_seeds, 7), np.nan)
+    sim_obj, sim_train, sim_test = (np.full((n_al, n_l, 2, n_seeds), np.nan) for _ in range(3))
+    sizes = np.zeros((n_al, 2), int)
+    k_rep, k_sim, k_risk = jax.random.split(key, 3)
+    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica, qmc=qmc) for s in range(n_sets)]
+    c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
+    total, done = n_al * (n_j * n_b * n_sets + 1), 0
+    for i, alpha in enumerate(alphas):
+        for j, jac in enumerate(jacobians):
+            for b, name in enumerate(branches):
+                for s in range(n_sets):
+                    x, chi, track, record = starts[name], None, None, []
+                    for m, lam in enumerate(lams):
+                        if x is None:  # the path broke at a larger lambda: no start on this branch
+                            status[i, m, j, b, s] = "continuation_stopped"
+                            continue
+                        # from the last solve's evaluations, rescaled to this lambda at no cost
+                        start = rescaled_start(record, alpha, lam, lam, jac) if m else None
+                        v0, hist = None, None
+                        if start is not None:
+                            x, v0, hist = tuple(start[0]), start[1], (start[2], start[3])
+                        r = solve_replica(act, alpha, lam, lam, sets[s], x, tol=tol, max_iter=max_iter,
+                                          branch=name, jacobian=jac, chi0=chi, track0=track, v0=v0,
+                                          history=hist, record=record)
+                        idx = (i, m, j, b, s)
+                        order[idx], res[idx], obj[idx], train[idx] = r.order, r.residual, r.objective, r.train_loss
+                        ncvx[idx], inner[idx], n_iter[idx], conv[idx] = (r.nonconvex, r.inner_unconverged,
+                                                                         r.n_iter, r.converged)
+                        status[idx], at_ev[idx] = r.status, r.at
+                        jump[idx] = [getattr(r, f) for f in _JUMP]
+                        x, chi, track = (tuple(r.order), r.chi, r.track) if r.converged else (None, None, None)
+                        if r.converged:
+                            o = r.order
+                            test[idx], test_se[idx] = overlap_risk(jax.random.fold_in(k_risk, 100 * i + m), act,
+                                                                   model, nu, L, o.m_k, max(o.q_k, o.m_k**2), o.m_v,
+                                                                   max(o.q_v, o.m_v**2), n_risk)
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+        D = max(4, int(round(sqrt_ND / math.sqrt(alpha))))
+        N = max(2, int(round(alpha * D)))
+        sizes[i] = (D, N)
+        for seed in range(n_seeds):
+            kt, kd, kf, kr = jax.random.split(jax.random.fold_in(k_sim, 1000 * i + seed), 4)
+            k_star, v_star = sample_teacher_sqrtD(kt, D)
+            bt = sample_sequences(kd, k_star, v_star, model, nu, L, N)
+            inits = (informed_start(k_star, v_star, model, nu, scale=c0), random_start(kr, D))
+            for m, lam in enumerate(lams):
+                for st, init in enumerate(inits):
+                    e = fit_erm(act, bt.X, bt.mask, bt.y, lam, lam, *init)
+                    o = overlaps7(e.k, e.v, k_star, v_star)
+                    sim[i, m, st, seed] = np.asarray(o)
+                    sim_train[i, m, st, seed] = e.train_loss
+                    sim_obj[i, m, st, seed] = e.train_loss + lam * (float(o.q_k) + float(o.q_v)) / (2 * alpha)
+                    sim_test[i, m, st, seed] = fresh_test_error(kf, act, e.k, e.v, k_star, v_star, model, nu, L,
+                                                                n_test, chunk=N)[0]
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    u = {"units": "1"}
+    rd = ("alpha", "lam", "jacobian", "branch", "set")
+    sd = ("alpha", "lam", "start", "seed")
+    data = {
+        "replica_order": (rd + ("order",), order, u),
+        "replica_residual": (rd, res, u), "replica_iterations": (rd, n_iter, u),
+        "replica_converged": (rd, conv, u), "replica_status": (rd, status.astype(str), u),
+        "replica_objective": (rd, obj, {**u, "long_name": "E[r^2/2] + lambda (q_k + q_v)/(2 alpha)"}),
+        "replica_train_loss": (rd, train, u),
+        "replica_nonconvex_fraction": (rd, ncvx, {**u, "long_name": "samples with several local minima"}),
+        "replica_inner_unconverged": (rd, inner, u),
+        "replica_at_eigenvalue": (rd, at_ev, {**u, "long_name": "replicon (AT) eigenvalue at the returned point; "
+                                                                 "RS stable iff < 1"}),
+        "replica_jump": (rd + ("jump",), jump, {**u, "long_name": "Stein minus pointwise V_hat, with SE"}),
+        "replica_test_error": (rd, test, u), "replica_test_error_se": (rd, test_se, u),
+        "sim_overlaps": (sd + ("overlap",), sim, u),
+        "sim_train_loss": (sd, sim_train, u), "sim_objective": (sd, sim_obj, u),
+        "sim_test_error": (sd, sim_test, {**u, "long_name": "fresh-set test error"}),
+        "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
+    }
+    coords = {"alpha": alphas, "lam": lams, "jacobian": list(jacobians), "branch": branches,
+              "set": np.arange(n_sets), "order": list(_ORDER), "jump": list(_JUMP), "start": ["informed", "random"],
+              "seed": np.arange(n_seeds), "overlap": list(_SIM)}
+    attrs = {"model": model, "nu": float(nu), "L": str(L), "activation": activation_name, "sqrt_ND": sqrt_ND,
+             "n_replica": n_replica, "frozen_samples": "scrambled Sobol (QMC)" if qmc else "Monte Carlo"}
+    return xr.Dataset(data, coords=coords, attrs=attrs)

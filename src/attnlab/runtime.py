@@ -1,0 +1,156 @@
+"""Process-wide settings that attnlab asks for, applied only when asked: float64, XLA flags, the compile cache, and
+the memory-mapping guard.
+
+Importing attnlab changes nothing in the process. The command line, the Dask sweep workers and :func:`attnlab.run`
+call :func:`configure` (XLA flags and the persistent compilation cache) and compute every preset inside :func:`x64`;
+a notebook can call the same functions.
+
+* **float64** (:func:`x64`, :func:`float64`). Closed-form risks, dynamics and distances to invariant manifolds are
+  compared at round-off level, which float32 cannot resolve. :func:`x64` is a scoped context (JAX's own
+  ``jax.enable_x64`` state, local to the thread): inside it JAX computes in float64, outside it the user's setting
+  holds. The public functions re-exported by each paper's package run inside it (decorated with :func:`float64`).
+* **XLA flags** (:func:`add_xla_flags`). attnlab asks XLA's CPU backend for LLVM optimisation level 1
+  (``--xla_backend_optimization_level=1``): compile times fall 1.3-8x on the presets' programs while their run
+  times are unchanged (``bench/`` has the figures). A flag already in ``XLA_FLAGS`` wins. Flags act only before JAX
+  starts its backend (the first computation of the process).
+* **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
+  compilation; JAX's persistent cache lets a second process load a program from disk. attnlab uses JAX's own
+  size-bounded cache, whose reads and writes take a file lock, so concurrent processes (test workers, Dask workers)
+  never read an entry half written. Directory: ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default
+  ``~/.cache/attnlab/jax-lru``; size bound ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 4096).
+* **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
+  memory mappings and JAX keeps every program alive, so a long-lived process (a test worker, a Dask worker, a
+  notebook running many presets) can reach the kernel's ``vm.max_map_count`` (65,530 by default), past which XLA's
+  JIT fails ("LLVM compilation error: Cannot allocate memory") or crashes. This drops JAX's compiled programs once
+  the process holds more than a fraction of the limit; arrays are untouched and programs recompile (or load from the
+  cache) when next called. Linux only; elsewhere it does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configure", "x64", "float64",
+           "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
+
+OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1",)
+"""The XLA flags :func:`configure` adds (compile time 1.3-8x lower on the presets' programs, same run times)."""
+
+_DEFAULT_MAX_MAPPINGS = 65530
+F = TypeVar("F", bound=Callable)
+
+
+def add_xla_flags(*flags: str) -> None:
+    """Append each ``--name=value`` flag to ``XLA_FLAGS`` unless a flag of that name is already there (the user's
+    choice wins). Effective only before JAX initialises its backend (before the first computation)."""
+    current = os.environ.get("XLA_FLAGS", "")
+    for flag in flags:
+        name = flag.split("=", 1)[0]
+        if name not in current:
+            current = f"{current} {flag}".strip()
+    os.environ["XLA_FLAGS"] = current
+
+
+def default_cache_dir() -> Path | None:
+    """``$ATTNLAB_JAX_CACHE`` (None when it is ``off``/``0``/``none``/empty), else ``~/.cache/attnlab/jax-lru``."""
+    value = os.environ.get("ATTNLAB_JAX_CACHE")
+    if value is None:
+        return Path.home() / ".cache" / "attnlab" / "jax-lru"
+    return None if value.strip().lower() in ("", "off", "0", "none") else Path(value)
+
+
+def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | None = None) -> Path | None:
+    """Turn on JAX's persistent compilation cache in ``path`` (default :func:`default_cache_dir`), bounded in size
+    (``max_mb``, default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 4096), so that JAX locks the directory on every read and
+    write. Every program is cached, however quick its compilation. Returns the directory, or None when the cache is
+    off or the directory cannot be created (a read-only home: the run goes on without the cache)."""
+    import jax
+
+    directory = Path(path) if path is not None else default_cache_dir()
+    if directory is None:
+        return None
+    try:
+        import filelock  # noqa: F401  (JAX's size-bounded cache locks with it)
+    except ImportError:
+        return None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 4096))
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_compilation_cache_max_size", int(size * 2**20))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return directory
+
+
+def configure() -> None:
+    """What attnlab's command line and workers apply at start: :data:`OPTIMISATION_FLAGS` and the compile cache."""
+    add_xla_flags(*OPTIMISATION_FLAGS)
+    use_compile_cache()
+
+
+@contextlib.contextmanager
+def x64() -> Iterator[None]:
+    """A scope in which JAX computes in float64 (``jax.enable_x64``; the setting outside is restored on exit)."""
+    import jax
+
+    with jax.enable_x64(True):
+        yield
+
+
+def float64(fn: F) -> F:
+    """Decorate ``fn`` to run inside :func:`x64`: it computes in float64 whatever the caller's JAX setting."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with x64():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def require_x64(what: str) -> None:
+    """Raise ``RuntimeError`` unless JAX computes in float64 here (call inside :func:`x64`)."""
+    import jax
+
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(f"{what} needs float64: call it inside `with attnlab.runtime.x64():`")
+
+
+def mapping_count() -> int | None:
+    """The number of memory mappings of this process (lines of ``/proc/self/maps``), or None if unknown."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def max_mappings() -> int:
+    """The kernel's limit on mappings per process, ``vm.max_map_count`` (65,530 if it cannot be read)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return _DEFAULT_MAX_MAPPINGS
+
+
+def release_compiled_programs(fraction: float = 0.5, force: bool = False) -> bool:
+    """Clear JAX's caches of compiled programs if this process holds more than ``fraction`` of the allowed memory
+    mappings (or always, with ``force``). Returns whether it cleared them."""
+    n = mapping_count()
+    if not force and (n is None or n <= fraction * max_mappings()):
+        return False
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+    return True

@@ -1,0 +1,43 @@
+r"""Shared definitions of the Sakai et al. model: the input activation psi, the clip level C and argument checks.
+
+Sakai, Karakida, Imaizumi (NeurIPS 2025), "Infinite-Width Limit of a Single Attention Layer: Analysis via Tensor
+Programs", arXiv:2506.00846, Example 3.1 / Algorithm 1; official code ``manasakai/infinite-width-attention``.
+
+Inputs are ``x_i = psi(W_i h)`` with ``h ~ N(0, I_n)`` and ``W_i`` iid N(0, 1/n) entries; psi is
+``clip(t, -C, C)`` with C = 100 (``clip``), ``max(t, 0)`` (``relu``) or the identity (``identity``, the law the
+Wishart reduction samples; it differs from ``clip`` only on an event of probability below 1e-40, see
+:func:`attnlab.sakai.sampler.clip_event_probability`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+__all__ = ["ACTIVATIONS", "CLIP", "psi", "check_model"]
+
+ACTIVATIONS = ("clip", "relu", "identity")
+CLIP = 100.0
+
+
+def psi(x, activation: str):
+    """The input activation applied elementwise (``clip`` at C = 100, ``relu`` or ``identity``)."""
+    if activation == "clip":
+        return jnp.clip(x, -CLIP, CLIP)
+    if activation == "relu":
+        return jnp.maximum(x, 0.0)
+    if activation == "identity":
+        return x
+    raise ValueError(f"unknown input activation {activation!r}; expected one of {', '.join(ACTIVATIONS)}")
+
+
+def check_model(*, n: int | None = None, n_heads: int = 1, n_tokens: int = 1, activation: str = "clip",
+                head_width: int | None = None, n_samples: int = 1) -> None:
+    """Raise a one-line ValueError naming the first bad argument (sizes must be integers >= 1, psi known)."""
+    for name, value in (("width n", n), ("n_heads", n_heads), ("n_tokens", n_tokens), ("head_width", head_width),
+                        ("n_samples", n_samples)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown input activation {activation!r}; expected one of {', '.join(ACTIVATIONS)}")

@@ -1,0 +1,191 @@
+"""Sweeps on Dask: grids, LocalCluster and external scheduler, resume after kill -9, failures, determinism."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from attnlab.app import sweep as engine
+from attnlab.app.cli import main
+from attnlab.registry import get_preset
+
+# a cheap task: the quick manifold preset cut down to a few hundred steps, without its figures (about 1.5 s of
+# matplotlib per task; the figures of runs through the task engine are tested by `attnlab reproduce` in test_cli)
+CHEAP = ["--grid", "n_steps=400", "--grid", "log_every=100", "--grid", "n_repeats=2", "--grid", "n_mc=200",
+         "--no-figures"]
+
+
+def _sweep(out, *extra, workers=2):
+    return main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.05,0.1", *CHEAP, "--seeds", "2",
+                 "--workers", str(workers), "--out", str(out), *extra])
+
+
+def _open(out):
+    return xr.open_zarr(Path(out) / "sweep.zarr").load()
+
+
+@pytest.mark.parametrize(
+    "grid, fragment",
+    [
+        (["--grid", "nope=1,2"], "unknown config key 'nope'"),
+        (["--grid", "lambda0="], "empty value list"),
+        (["--grid", "lambda0"], "malformed --grid"),
+        (["--grid", "d=ten,twenty"], "'d'"),
+        (["--grid", "lambda0=0.1,-1"], "'lambda0'"),
+    ],
+)
+def test_bad_grids_exit_2_and_write_nothing(tmp_path, monkeypatch, capsys, grid, fragment):
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "marion-manifold", *grid]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and fragment in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_grid_expansion_is_validated_and_typed():
+    preset = get_preset("marion-manifold")
+    tasks = engine.expand_grid(preset, engine.parse_grid(["lambda0=0.1,1e-1,0.2", "init=sphere"]), [0, 1], True)
+    assert len(tasks) == 6
+    assert tasks[0].overrides == (("lambda0", 0.1), ("init", "sphere"))
+
+
+@pytest.fixture(scope="module")
+def two_worker_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep2")
+    rc = _sweep(out, "--plot", "final_excess_risk_median", workers=2)
+    return rc, out
+
+
+def test_local_cluster_sweep_writes_sweep_zarr_and_runs(two_worker_sweep):
+    rc, out = two_worker_sweep
+    assert rc == 0
+    ds = _open(out)
+    assert ds.final_excess_risk_median.sizes["lambda0"] == 2 and ds.sizes["seed"] == 2
+    assert set(np.unique(ds.status.values)) == {"finished"}
+    assert np.all(np.isfinite(ds.final_excess_risk_median.values))
+    runs = [p for p in (out / "marion-manifold").iterdir() if not p.name.startswith(".")]
+    assert len(runs) == 4 and all((r / "summary.json").is_file() for r in runs)
+    # --no-figures: data, summary and config, no figure
+    assert all(json.loads((r / "summary.json").read_text())["figures"] == [] for r in runs)
+    assert not any(f.suffix in (".png", ".pdf") for r in runs for f in r.iterdir())
+    assert (out / "sweep-final_excess_risk_median.png").is_file()
+    # larger lambda, larger oracle risk floor: the metric really varies along the swept field
+    assert float(ds.oracle_risk.sel(lambda0=0.1).mean()) > float(ds.oracle_risk.sel(lambda0=0.05).mean())
+
+
+def test_one_worker_and_two_workers_give_identical_results(two_worker_sweep, tmp_path):
+    _, out2 = two_worker_sweep
+    assert _sweep(tmp_path / "one", workers=1) == 0
+    a, b = _open(out2), _open(tmp_path / "one")
+    for name in a.data_vars:
+        if a[name].dtype.kind == "f" and name != "elapsed_s":
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    for d in (out2 / "marion-manifold").iterdir():
+        other = tmp_path / "one" / "marion-manifold" / d.name
+        assert json.loads((d / "summary.json").read_text())["metrics"] == \
+            json.loads((other / "summary.json").read_text())["metrics"]
+
+
+def test_rerun_resumes_by_reusing_finished_tasks(two_worker_sweep, capsys):
+    rc, out = two_worker_sweep
+    t0 = time.perf_counter()
+    assert _sweep(out) == 0
+    assert "4 reused" in capsys.readouterr().out
+    assert set(np.unique(_open(out).status.values)) == {"reused"}
+    assert time.perf_counter() - t0 < 60
+
+
+def _flaky_task(task, root):
+    """Fails for lambda0 = 0.05 (every attempt) and runs the others normally."""
+    if dict(task.overrides)["lambda0"] == 0.05:
+        raise RuntimeError("boom")
+    return engine.run_task(task, root)
+
+
+def _count_attempts(task, root, _seen={}):  # noqa: B006
+    _seen[task] = _seen.get(task, 0) + 1
+    if _seen[task] == 1:
+        return {"status": "failed", "error": "transient"}
+    return engine.run_task(task, root)
+
+
+def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_path):
+    preset = get_preset("marion-manifold")
+    grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])
+    tasks = engine.expand_grid(preset, grid, [0], True, figures=False)
+    client = engine.make_client(workers=1, processes=False)
+    try:
+        outcomes = engine.run_tasks(client, tasks, tmp_path, task_fn=_flaky_task)
+        retried = engine.run_tasks(client, tasks[1:], tmp_path / "retry", task_fn=_count_attempts)
+    finally:
+        client.close()
+    by_lambda = {dict(o.task.overrides)["lambda0"]: o for o in outcomes}
+    assert by_lambda[0.05].status == "failed" and "boom" in by_lambda[0.05].error and by_lambda[0.05].attempts == 2
+    assert by_lambda[0.1].status == "finished"
+    assert retried[0].status == "finished" and retried[0].attempts == 2
+    ds = engine.collect(outcomes, grid, [0])
+    assert str(ds.status.sel(lambda0=0.05).values.ravel()[0]) == "failed"
+    assert np.isnan(float(ds.final_excess_risk_median.sel(lambda0=0.05).values.ravel()[0]))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sweep_on_a_separately_started_scheduler_and_worker(tmp_path):
+    port = _free_port()
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+    sched = subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                               "--nthreads", "1", "--nworkers", "1", "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    try:
+        rc = main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.1", *CHEAP,
+                   "--scheduler", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "ext")])
+        assert rc == 0
+        assert set(np.unique(_open(tmp_path / "ext").status.values)) == {"finished"}
+    finally:
+        for proc in (worker, sched):
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_kill_9_then_resume_completes_every_task_exactly_once(tmp_path):
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "attnlab.app.cli", "sweep", "marion-manifold", "--quick",
+            "--grid", "lambda0=0.05,0.2", *CHEAP, "--seeds", "2", "--workers", "2", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:  # kill once at least one task has finished, while others are in flight
+        done = list(out.glob("marion-manifold/[!.]*/summary.json"))
+        if done:
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished_before = {p.parent.name for p in out.glob("marion-manifold/[!.]*/summary.json")}
+    assert 1 <= len(finished_before) < 4
+    # every directory that looks like a run is complete
+    for d in (out / "marion-manifold").iterdir():
+        if not d.name.startswith("."):
+            assert (d / "summary.json").is_file() and (d / "config.json").is_file()
+    rc = main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.05,0.2", *CHEAP, "--seeds", "2",
+               "--workers", "1", "--out", str(out)])
+    assert rc == 0
+    ds = _open(out)
+    runs = [d for d in (out / "marion-manifold").iterdir()]
+    assert len(runs) == 4 and not any(d.name.startswith(".") for d in runs)  # no leftovers, no duplicates
+    status = ds.status.values.ravel().tolist()
+    assert status.count("reused") == len(finished_before) and status.count("finished") == 4 - len(finished_before)

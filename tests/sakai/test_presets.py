@@ -1,0 +1,82 @@
+"""The Sakai presets at tiny sizes: every check passes, the same key gives the same dataset, the config validates."""
+
+import jax
+import numpy as np
+import pytest
+
+from attnlab.registry import all_presets, resolve_config
+
+TINY = {"n_samples": 2000, "n_seeds": 2, "n_reference": 300, "n_boot": 20}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sakai-vary-width", "sakai-scores"])
+def test_preset_runs_and_checks_pass(name):
+    p = all_presets()[name]
+    cfg = resolve_config(p, quick=True, overrides=TINY if name != "sakai-scores" else {})
+    ds = p.run(cfg, jax.random.key(0))
+    metrics, checks = p.summarize(ds, cfg)
+    assert checks and all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
+    assert all(np.isfinite(v) or np.isnan(v) for v in metrics.values())
+    again = p.run(cfg, jax.random.key(0))
+    for var in ds.data_vars:
+        np.testing.assert_array_equal(ds[var].values, again[var].values)
+    assert p.plot(ds, cfg)
+
+
+def test_low_rank_needs_head_width():
+    from attnlab.sakai.presets import SakaiConfig
+
+    with pytest.raises(ValueError, match="head_width"):
+        SakaiConfig(experiment="low_rank", n_heads=(1, 4))
+    cfg = SakaiConfig(experiment="low_rank", n_heads=(1, 4), head_width=64)
+    assert cfg.configs() == [(64, 64, 1), (256, 64, 4)]
+
+
+def test_reference_check_drawn_apart(monkeypatch):
+    """Above SEPARATE_REFERENCE_HEADS the exact side of the reference check is its own smaller draw
+    (REFERENCE_EXACT_FACTOR * n_reference networks); the checks still pass and the same key gives the same numbers."""
+    from attnlab.sakai import presets as sakai
+
+    monkeypatch.setattr(sakai, "SEPARATE_REFERENCE_HEADS", 0)
+    monkeypatch.setattr(sakai, "PAD_HEADS_BUDGET", 0)
+    p = all_presets()["sakai-vary-heads"]
+    cfg = resolve_config(p, quick=True, overrides={**TINY, "n_heads": [1, 3]})
+    ds = p.run(cfg, jax.random.key(0))
+    _, checks = p.summarize(ds, cfg)
+    assert all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
+    crit = sakai.dist.ks_critical(cfg.n_reference, sakai.REFERENCE_EXACT_FACTOR * cfg.n_reference, 1e-3)
+    np.testing.assert_allclose(ds.reference_crit.values, crit)
+    np.testing.assert_array_equal(ds.reference_ks.values, p.run(cfg, jax.random.key(0)).reference_ks.values)
+
+
+@pytest.mark.parametrize("name", ["sakai-vary-heads", "sakai-scores"])
+def test_presets_without_the_native_kernel(monkeypatch, name):
+    """Where the C kernels are not available (another backend, no compiler, ``ATTNLAB_NATIVE=0``) every draw, the
+    brute-force reference and the distances take their JAX/NumPy paths, and the checks still pass; here with two H
+    and each H's own reference program (``REFERENCE_PAD_NORMALS = 0``)."""
+    from attnlab.sakai import native
+    from attnlab.sakai import presets as sakai
+
+    monkeypatch.setattr(native, "available", lambda: False)
+    monkeypatch.setattr(sakai, "REFERENCE_PAD_NORMALS", 0)
+    calls = []
+    monkeypatch.setattr(native, "_KERNEL", type("Dead", (), {"require": lambda self: calls.append(1)})())
+    p = all_presets()[name]
+    extra = {**TINY, "n_heads": [1, 3]} if name != "sakai-scores" else {"n_samples": 2000, "n_reference": 300}
+    cfg = resolve_config(p, quick=True, overrides=extra)
+    ds = p.run(cfg, jax.random.key(0))
+    _, checks = p.summarize(ds, cfg)
+    assert checks and all(c.passed for c in checks), [c.as_dict() for c in checks if not c.passed]
+    assert not calls  # the C kernel was never asked for
+
+
+def test_reference_check_beyond_the_kernels_token_limit():
+    """s = 17 tokens (beyond the C kernels' 16): the brute-force reference and the exact draws take the JAX paths
+    and the check still runs and passes."""
+    from attnlab.sakai import presets as sakai
+
+    cfg = sakai.SakaiConfig(n_tokens=17, width=(8,), reference_width=4, n_reference=200)
+    y, _ = sakai.sample_first_token_sweep(jax.random.key(1), widths=(4,), n_heads=2, n_tokens=17, n_samples=2000)
+    out = sakai._reference_check(jax.random.key(0), cfg, 2, None, np.asarray(y).ravel(), 2)
+    assert out["ks"] < out["crit"]

@@ -1,0 +1,121 @@
+"""attnlab.runtime: nothing changes at import; float64 scoped; XLA flags and JAX's locked compile cache on request;
+compiled programs dropped once the process nears the kernel's limit on memory mappings."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+import attnlab.runtime as compiled
+
+
+def test_programs_are_dropped_past_the_threshold_only(monkeypatch):
+    cleared = []
+    monkeypatch.setattr(jax, "clear_caches", lambda: cleared.append(1))
+    monkeypatch.setattr(compiled, "max_mappings", lambda: 1000)
+    monkeypatch.setattr(compiled, "mapping_count", lambda: 400)
+    assert not compiled.release_compiled_programs() and not cleared  # 400 of 1000: below half
+    assert compiled.release_compiled_programs(force=True) and len(cleared) == 1
+    monkeypatch.setattr(compiled, "mapping_count", lambda: 600)
+    assert compiled.release_compiled_programs() and len(cleared) == 2
+    assert not compiled.release_compiled_programs(fraction=0.7) and len(cleared) == 2
+    monkeypatch.setattr(compiled, "mapping_count", lambda: None)  # not Linux: nothing to measure, nothing dropped
+    assert not compiled.release_compiled_programs() and len(cleared) == 2
+
+
+def test_this_process_reports_its_mappings_and_the_limit():
+    n = compiled.mapping_count()
+    assert n is None or 10 < n < compiled.max_mappings()
+    assert compiled.max_mappings() >= 1000
+
+
+def test_every_preset_run_first_checks_the_mappings(tmp_path, monkeypatch):
+    import xarray as xr
+
+    import attnlab.app.store as store
+    from attnlab.config import ExperimentConfig
+    from attnlab.registry import Preset
+
+    calls = []
+    monkeypatch.setattr(compiled, "release_compiled_programs", lambda: calls.append("release"))
+
+    def run(config, key, progress=None):
+        calls.append("run")
+        return xr.Dataset({"x": ("i", [1.0, 2.0])})
+
+    preset = Preset("tiny", "none", "none", "-", "a preset of one array", ExperimentConfig, run,
+                    lambda ds, cfg: ({}, []), lambda ds, cfg: {})
+    store.run_preset(preset, ExperimentConfig(), 0, quick=True, out_dir=tmp_path / "run")
+    assert calls == ["release", "run"]
+
+
+def test_importing_attnlab_changes_nothing_in_the_process():
+    """Every module of attnlab imported: JAX's configuration, the environment and JAX's cache class as before."""
+    code = r"""
+import os, json, pkgutil, importlib, jax, matplotlib
+from jax._src import lru_cache
+before = (dict(os.environ), jax.config.jax_enable_x64, jax.config.jax_compilation_cache_dir,
+          lru_cache.LRUCache.put, matplotlib.rcParams._get_backend_or_none())
+import attnlab
+names = [m.name for m in pkgutil.walk_packages(attnlab.__path__, "attnlab.")]
+for name in names:
+    importlib.import_module(name)
+attnlab.presets()
+after = (dict(os.environ), jax.config.jax_enable_x64, jax.config.jax_compilation_cache_dir,
+         lru_cache.LRUCache.put, matplotlib.rcParams._get_backend_or_none())
+assert before == after, [a for a, b in zip(before, after) if a != b]
+print(len(names))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "MPLBACKEND")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 30
+
+
+def test_x64_is_scoped_and_float64_decorator_uses_it():
+    import jax.numpy as jnp
+
+    from attnlab import runtime
+
+    with jax.enable_x64(False):
+        assert jnp.ones(1).dtype == jnp.float32
+        with runtime.x64():
+            assert jnp.ones(1).dtype == jnp.float64
+        assert jnp.ones(1).dtype == jnp.float32
+        assert runtime.float64(lambda: jnp.ones(1).dtype)() == jnp.float64
+        with pytest.raises(RuntimeError, match="float64"):
+            runtime.require_x64("this")
+
+
+def test_add_xla_flags_appends_missing_and_keeps_the_users(monkeypatch):
+    from attnlab import runtime
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    runtime.add_xla_flags("--xla_backend_optimization_level=1", "--xla_cpu_multi_thread_eigen=false")
+    flags = os.environ["XLA_FLAGS"].split()
+    assert flags == ["--xla_backend_optimization_level=3", "--xla_cpu_multi_thread_eigen=false"]
+    monkeypatch.delenv("XLA_FLAGS")
+    runtime.add_xla_flags("--xla_backend_optimization_level=1")
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=1"
+
+
+def test_a_second_process_loads_programs_from_the_locked_cache(tmp_path):
+    """Two processes compile the same small program through :func:`configure`; the second finds it on disk, and
+    the cache is JAX's size-bounded one (a lock file beside the entries: reads and writes are serialised)."""
+    code = ("from attnlab import runtime; runtime.configure(); import jax, jax.numpy as jnp; "
+            "print(float(jax.jit(lambda x: jnp.sin(x) @ x)(jnp.arange(3.0))))")
+    env = {**os.environ, "ATTNLAB_JAX_CACHE": str(tmp_path)}
+    out = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+           for _ in range(2)]
+    names = [p.name for p in tmp_path.iterdir()]
+    assert out[0] == out[1]
+    assert any(n.endswith("-cache") for n in names) and any("lock" in n for n in names), names
+
+
+def test_cache_off_leaves_jax_alone(monkeypatch):
+    from attnlab import runtime
+
+    monkeypatch.setenv("ATTNLAB_JAX_CACHE", "off")
+    assert runtime.use_compile_cache() is None
