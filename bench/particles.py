@@ -4,7 +4,7 @@ Reports pair interactions per second (N^2 / wall time of one Euler step, after c
 at N = 1e4, of 2 at 5e4)
 for N in {1e4, 5e4}, float32 and float64, with the default kernel (``method="auto"``: in float32 on CPU the C kernel of
 attnlab/bruno/native.py, one exponential per unordered pair; in float64 the a-priori-shift JAX kernel, see
-attnlab/bruno/attention.py); the JAX kernels alone (``method="xla"``), the online-softmax kernel
+attnlab/bruno/attention.py); the JAX kernels alone (``method="jax"``), the online-softmax kernel
 (``method="online"``) and dense JAX attention (N x N softmax materialised) at N = 1e4 only (dense at 5e4 needs 10 GB
 in float32); the peak resident memory of a float32 step at N = 1e5 in a fresh process. Because the machine may be
 shared, each line also gives pairs per CPU-second
@@ -84,7 +84,7 @@ def main(quick=False):
         for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
             _report(results, "blocked", name, n, *time_step(n, "blocked", dtype, repeats=15 if n <= 10_000 else 2))
     # the same best-of-15 at N = 1e4 for every kernel
-    _report(results, "xla", "float32", 10_000, *time_step(10_000, "xla", jnp.float32, repeats=15))
+    _report(results, "jax", "float32", 10_000, *time_step(10_000, "jax", jnp.float32, repeats=15))
     _report(results, "online", "float32", 10_000, *time_step(10_000, "online", jnp.float32, repeats=15))
     for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
         _report(results, "dense", name, 10_000, *time_step(10_000, "dense", dtype, repeats=15))

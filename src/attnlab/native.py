@@ -2,8 +2,16 @@ r"""Building and loading attnlab's C kernels (AVX2 + FMA, OpenMP), shared by eve
 
 A kernel's C source ships inside the package and is compiled on first use with the system C compiler (``$CC``, else
 ``cc``/``gcc``), ``-O3 -march=native -fopenmp``, into ``$ATTNLAB_NATIVE_CACHE`` (default ``~/.cache/attnlab/native``),
-keyed by a hash of the source, the shared header ``_simd.h``, the flags and the compiler; a temporary file is renamed
-into place, so concurrent first uses are safe. ``ATTNLAB_NATIVE=0`` disables every kernel; without a compiler, or on
+keyed by a hash of the source, the shared header ``_simd.h``, the flags, the compiler and the CPU features that
+``-march=native`` targets on this machine (:func:`target_features`: the compiler's own expansion of the flag), so a
+cache shared between machines (a cluster's home directory) never loads a kernel built for another CPU; a temporary
+file is renamed into place, so concurrent first uses are safe.
+
+Every job with a C kernel also has a JAX path. Which one runs is a config field ``implementation`` of the preset
+(``auto``, ``native`` or ``jax``), resolved by :func:`choose` before the run and recorded in the run's
+``config.json`` and ``summary.json``: the same seed and the same recorded implementation give the same numbers.
+
+``ATTNLAB_NATIVE=0`` disables every kernel; without a compiler, or on
 a CPU without AVX2 and FMA (the source then fails to compile), :func:`load` returns None and a one-line reason, and
 callers use their JAX code.
 
@@ -22,7 +30,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["load", "Kernel", "FLAGS"]
+from attnlab.errors import AttnlabError
+
+__all__ = ["load", "Kernel", "FLAGS", "IMPLEMENTATIONS", "choose", "target_features"]
+
+IMPLEMENTATIONS = ("auto", "native", "jax")
+"""Values of a preset's ``implementation`` field: ``auto`` (the C kernel where it applies, else JAX), or forced."""
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-funroll-loops", "-fschedule-insns",
          "-fsched-pressure")
@@ -36,6 +49,42 @@ def _compiler() -> str | None:
         if cc and shutil.which(cc):
             return shutil.which(cc)
     return None
+
+
+def choose(requested: str, applies: bool, needs: str, unavailable: str | None = None) -> str:
+    """The implementation a job runs, ``"native"`` or ``"jax"``: ``requested`` (one of :data:`IMPLEMENTATIONS`) with
+    ``auto`` resolved by ``applies`` (whether the C kernel is available and covers the job). ``native`` where it does
+    not apply raises a one-line :class:`~attnlab.errors.AttnlabError` naming what it ``needs`` and why the kernel is
+    ``unavailable`` (None: it is available)."""
+    if requested not in IMPLEMENTATIONS:
+        raise AttnlabError(f"unknown implementation {requested!r} (expected one of {', '.join(IMPLEMENTATIONS)})")
+    if requested == "jax":
+        return "jax"
+    if applies:
+        return "native"
+    if requested == "native":
+        raise AttnlabError(f"implementation 'native' needs {needs} and the C kernel on the CPU backend"
+                           + (f" (kernel unavailable: {unavailable})" if unavailable else ""))
+    return "jax"
+
+
+@functools.cache
+def target_features(cc: str) -> str:
+    """What ``-march=native`` means for compiler ``cc`` on this CPU: the target CPU and its ISA extensions as the
+    compiler expands them (``cc -march=native -### -E``), or the CPU flags of ``/proc/cpuinfo`` if it cannot say."""
+    try:
+        res = subprocess.run([cc, "-march=native", "-###", "-E", "-x", "c", os.devnull], capture_output=True,
+                             text=True, timeout=60)
+        lines = [ln for ln in res.stderr.splitlines() if "march" in ln or "target-cpu" in ln or "target-feature" in ln]
+        if res.returncode == 0 and lines:
+            return "\n".join(lines)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln for ln in f if ln.startswith(("flags", "Features"))), "")
+    except OSError:
+        return ""
 
 
 def _cache_dir() -> Path:
@@ -55,7 +104,7 @@ def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
         key = hashlib.sha256(src.read_bytes() + _HEADER.read_bytes() + " ".join(FLAGS).encode() + version.encode()
-                             + os.uname().machine.encode()).hexdigest()[:16]
+                             + os.uname().machine.encode() + target_features(cc).encode()).hexdigest()[:16]
         target = _cache_dir() / f"attnlab_{src.stem.lstrip('_')}_{key}.so"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)

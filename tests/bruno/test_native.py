@@ -58,7 +58,7 @@ def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization):
         pytest.skip("the USA output itself overflows float32 at beta = 200 (as the model does)")
     a = attention(x, eye, S, V, beta, normalization=normalization, dtype=jnp.float32)
     b = attention_dense(x, eye, S, V, beta, normalization=normalization)
-    xla = attention(x, eye, S, V, beta, normalization=normalization, dtype=jnp.float32, method="xla")
+    xla = attention(x, eye, S, V, beta, normalization=normalization, dtype=jnp.float32, method="jax")
     assert bool(jnp.all(jnp.isfinite(a)))
     assert _rel(a, b) < TOL32 * max(1.0, beta / 30)
     assert _rel(a, xla) < TOL32 * max(1.0, beta / 30)
@@ -79,12 +79,12 @@ def test_fallbacks_give_the_jax_kernels(key):
     x = uniform_sphere(key, 300, 3)
     Q, K, V = (jax.random.normal(k, (3, 3)) for k in jax.random.split(key, 3))
     a = attention(x, Q, K, V, 10.0, dtype=jnp.float32)
-    assert bool(jnp.all(a == attention(x, Q, K, V, 10.0, dtype=jnp.float32, method="xla")))
+    assert bool(jnp.all(a == attention(x, Q, K, V, 10.0, dtype=jnp.float32, method="jax")))
     S = jnp.diag(jnp.array([1.0, -1.0, 0.5]))
     _, _, _, usable = _native_inputs(x.astype(jnp.float32), S.astype(jnp.float32), jnp.float32(60.0))
     assert not bool(usable)
     a = attention(x, jnp.eye(3), S, V, 60.0, dtype=jnp.float32)
-    assert bool(jnp.all(a == attention(x, jnp.eye(3), S, V, 60.0, dtype=jnp.float32, method="xla")))
+    assert bool(jnp.all(a == attention(x, jnp.eye(3), S, V, 60.0, dtype=jnp.float32, method="jax")))
     assert _rel(a, attention_dense(x, jnp.eye(3), S, V, 60.0)) < 1e-4
 
 
@@ -107,7 +107,7 @@ def test_gradient_through_auto_float32(key):
     def loss(S, method):
         return jnp.sum(attention(x, jnp.eye(3), S, jnp.eye(3), 5.0, dtype=jnp.float32, method=method) ** 2)
 
-    g, g_xla = jax.grad(loss)(S, "auto"), jax.grad(loss)(S, "xla")
+    g, g_xla = jax.grad(loss)(S, "auto"), jax.grad(loss)(S, "jax")
     assert _rel(g, g_xla) < 1e-5
 
 

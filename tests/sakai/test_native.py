@@ -108,7 +108,7 @@ def test_native_and_jax_paths_draw_the_same_law(s, activation):
     kw = dict(widths=[r[0] for r in rows], head_widths=[r[1] for r in rows], n_heads=max(r[2] for r in rows),
               active_heads=[r[2] for r in rows], n_tokens=s, activation=activation, n_samples=N)
     y, v = (np.asarray(a)[0] for a in exact.sample_first_token_sweep(jax.random.key(1), method="native", **kw))
-    yx, vx = (np.asarray(a)[0] for a in exact.sample_first_token_sweep(jax.random.key(2), method="xla", **kw))
+    yx, vx = (np.asarray(a)[0] for a in exact.sample_first_token_sweep(jax.random.key(2), method="jax", **kw))
     for w, row in enumerate(rows):
         assert stats.ks_2samp(y[w], yx[w]).pvalue > 1e-3, row
         assert stats.ks_2samp(v[w], vx[w]).pvalue > 1e-3, row
@@ -123,7 +123,7 @@ def test_native_score_probe_has_the_law_of_the_jax_path(n, activation):
     sampler, tested above at n = 2 < s); the 1/n-scaled score is G_00/sqrt(n)."""
     kw = dict(widths=(n,), activation=activation, n_samples=100_000)
     g, gl = (np.asarray(a)[0] for a in exact.sample_scores_sweep(jax.random.key(3), method="native", **kw))
-    gx, _ = (np.asarray(a)[0] for a in exact.sample_scores_sweep(jax.random.key(4), method="xla", **kw))
+    gx, _ = (np.asarray(a)[0] for a in exact.sample_scores_sweep(jax.random.key(4), method="jax", **kw))
     assert stats.ks_2samp(g, gx).pvalue > 1e-3
     np.testing.assert_allclose(gl, g / math.sqrt(n))
     again = np.asarray(exact.sample_scores(jax.random.key(3), n=n, activation=activation, n_samples=1000,
@@ -147,8 +147,8 @@ def test_native_brute_force_has_the_law_of_the_jax_reference(n, d, H, activation
     assert stats.ks_2samp(y, r).pvalue > 1e-3
     assert stats.ks_2samp(y, np.asarray(e)).pvalue > 1e-3
     assert np.array_equal(y, np.asarray(sample_reference_first(jax.random.key(1), method="native", **kw)))
-    x = np.asarray(sample_reference_first(jax.random.key(2), method="xla", **kw))
-    np.testing.assert_array_equal(x, r)  # "xla" is the JAX reference's statistic
+    x = np.asarray(sample_reference_first(jax.random.key(2), method="jax", **kw))
+    np.testing.assert_array_equal(x, r)  # "jax" is the JAX reference's statistic
 
 
 def test_active_heads_seeds_and_determinism():

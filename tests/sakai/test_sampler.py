@@ -52,7 +52,7 @@ def test_exact_samplers_match_the_reference(n, H, act, d):
     _close(R[:, 1, 0] * R[:, 2, 0], C[:, 1, 2])
 
 
-@pytest.mark.parametrize("method", ["xla", "auto"])
+@pytest.mark.parametrize("method", ["jax", "auto"])
 def test_score_probe(key, method):
     """Spec 2.8: Var G_00 = (1 + 2/n)^2 (sd 1.008 at n = 256) and sd (1 + 2/n)/sqrt(n) = 0.0630 under 1/n scaling
     (the spec's 0.0625 is the leading order 1/sqrt(n)); the JAX program and the default (the C kernel on CPU)."""
@@ -145,7 +145,7 @@ def test_bad_config_is_rejected(field, value):
     assert SakaiConfig(width=64).width == (64,)
 
 
-@pytest.mark.parametrize("method", ["xla", "auto"])
+@pytest.mark.parametrize("method", ["jax", "auto"])
 def test_score_sweep_variance(key, method):
     """One compiled score program (or the C kernel) for several widths: Var G_00 = (1 + 2/n)^2 at each (spec 2.8)."""
     from attnlab.sakai.sampler import sample_scores_sweep

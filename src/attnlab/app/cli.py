@@ -77,6 +77,7 @@ def _checks_table(results) -> Table:
 
 def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root: Path, force: bool,
              figures: bool = True):
+    from attnlab.app.report import implementation_text
     from attnlab.app.store import run_preset
 
     with _progress(f"{preset.name}") as update:
@@ -85,7 +86,9 @@ def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root:
     if res.reused:
         err.print(f"{preset.name}: reusing finished run in {res.run_dir} (use --force to rerun)")
     else:
-        err.print(f"{preset.name}: done in {res.summary['elapsed_s']:.1f} s -> {res.run_dir}")
+        impl = implementation_text(res.summary)
+        err.print(f"{preset.name}: done in {res.summary['elapsed_s']:.1f} s -> {res.run_dir}"
+                  + (f" ({impl})" if impl else ""), markup=False)
     return res
 
 

@@ -33,6 +33,11 @@ def check_rows(results: dict[str, RunResult]) -> list[tuple]:
     return rows
 
 
+def implementation_text(summary: dict) -> str:
+    """``"sampler native, reference jax"``: the implementation each kernel of a run used ("" when it has none)."""
+    return ", ".join(f"{job} {impl}" for job, impl in summary.get("implementations", {}).items())
+
+
 def _by_paper(results: dict[str, RunResult], presets: dict, failed: dict[str, str]):
     papers: dict[str, list[str]] = {}
     for name in list(results) + list(failed):
@@ -58,7 +63,9 @@ def _markdown(out_dir: Path, results, presets, failed) -> str:
             res = results[name]
             s = res.summary
             rel = os.path.relpath(res.run_dir, out_dir)
-            lines += [f"Figure: {p.figure}. Run directory: `{rel}`. Run time: {s.get('elapsed_s', 0):.1f} s.", ""]
+            impl = implementation_text(s)
+            lines += [f"Figure: {p.figure}. Run directory: `{rel}`. Run time: {s.get('elapsed_s', 0):.1f} s."
+                      + (f" Implementation: {impl}." if impl else ""), ""]
             lines += [f"![{name}]({rel}/{f})" for f in s.get("figures", []) if f.endswith(".png")]
             lines += ["", "| check | theory | simulation | abs error | tolerance | passed | basis |",
                       "|---|---|---|---|---|---|---|"]
@@ -100,8 +107,10 @@ def _html(results, presets, failed) -> str:
                 continue
             res = results[name]
             s = res.summary
+            impl = implementation_text(s)
             parts.append(f"<p>Figure: {html.escape(p.figure)}. Run time: {s.get('elapsed_s', 0):.1f} s. "
-                         f"Run directory: <code>{html.escape(str(res.run_dir))}</code></p>")
+                         + (f"Implementation: {html.escape(impl)}. " if impl else "")
+                         + f"Run directory: <code>{html.escape(str(res.run_dir))}</code></p>")
             for f in s.get("figures", []):
                 if f.endswith(".png") and (Path(res.run_dir) / f).is_file():
                     data = base64.b64encode((Path(res.run_dir) / f).read_bytes()).decode()

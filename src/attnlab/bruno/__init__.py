@@ -1,19 +1,43 @@
-"""Mean-field transformer dynamics on the sphere: Bruno, Pasqualotto, Agazzi (NeurIPS 2025, arXiv 2509.25040).
+"""Mean-field transformer dynamics: tokens as particles on the sphere. Bruno, Pasqualotto, Agazzi, "A multiscale
+analysis of mean-field transformers in the moderate interaction regime" (NeurIPS 2025, arXiv:2509.25040).
 
-Public surface:
+* ``attention`` -- self-attention on the sphere with O(N) memory (blocked, SA and USA), and the dense reference;
+* ``integrate`` -- the particle model: Euler + renormalisation (the paper's Eq. (1)), Heun, RK4, adaptive BS3(2);
+* ``initial`` -- the initial laws of the paper's figures (uniform, wrapped normals, heat kernels);
+* ``observables`` -- interaction energy, order parameter, moments, clusters, angle histograms;
+* ``reduced`` -- the reduced models of the three phases: alignment closed form (Thm. 3.2), heat (Eq. (7)), pairing;
+* ``native`` -- the C kernel of the float32 attention sums (``implementation``);
+* ``animate``, ``presets``, ``figures`` -- the paper's experiments (Figs. 1-4), their figures and an animation.
 
-* :mod:`attnlab.bruno.attention` -- blocked online-softmax attention (O(N) memory), SA and USA, dense reference;
-* :mod:`attnlab.bruno.integrate` -- the particle model, Euler + renormalisation (the paper's Eq. (1)), Heun and RK4
-  with renormalisation, snapshots at (log-spaced) times;
-* :mod:`attnlab.bruno.initial` -- the initial laws (uniform, latitude-uniform with azimuth mixture, heat kernels);
-* :mod:`attnlab.bruno.observables` -- energy, order parameters, moments, clusters, angle histograms;
-* :mod:`attnlab.bruno.reduced` -- the alignment closed form, heat-kernel mixtures, pairing and equiangular ODEs;
-* :func:`animate` -- an animated GIF of the token cloud from a preset's dataset.
+The model: dx_i/dt = P_{x_i} sum_j w_ij V x_j with w_ij = exp(beta <Q x_i, K x_j>) / Z_i (Eq. (1)); the paper's
+discrete model is one Euler step of size dt followed by the renormalisation x / |x|. The functions below compute in
+float64 unless given float32 tokens or kernel dtype (:func:`attnlab.runtime.float64`).
 """
 
-from attnlab.bruno.animate import animate
-from attnlab.bruno.attention import attention, attention_dense, log_normalizer
-from attnlab.bruno.integrate import Model, make_model, normalize, simulate, step
+from attnlab.bruno import attention as _attention
+from attnlab.bruno import initial as _initial
+from attnlab.bruno import integrate as _integrate
+from attnlab.bruno import observables as _observables
+from attnlab.bruno import reduced as _reduced
+from attnlab.bruno.animate import animate as animate
+from attnlab.bruno.integrate import Model as Model
+from attnlab.runtime import float64 as _float64
 
-__all__ = ["attention", "attention_dense", "log_normalizer", "Model", "make_model", "normalize", "simulate", "step",
-           "animate"]
+attention = _float64(_attention.attention)
+attention_dense = _float64(_attention.attention_dense)
+log_normalizer = _float64(_attention.log_normalizer)
+make_model = _integrate.make_model
+normalize = _integrate.normalize
+step = _float64(_integrate.step)
+simulate = _float64(_integrate.simulate)
+simulate_adaptive = _float64(_integrate.simulate_adaptive)
+uniform_sphere = _float64(_initial.uniform_sphere)
+wrapped_normal_mixture = _float64(_initial.wrapped_normal_mixture)
+log_energy = _float64(_observables.log_energy)
+order_parameter = _float64(_observables.order_parameter)
+alignment_closed_form = _float64(_reduced.alignment_closed_form)
+heat_mixture_s2 = _float64(_reduced.heat_mixture_s2)
+
+__all__ = ["attention", "attention_dense", "log_normalizer", "Model", "make_model", "normalize", "step", "simulate",
+           "simulate_adaptive", "uniform_sphere", "wrapped_normal_mixture", "log_energy", "order_parameter",
+           "alignment_closed_form", "heat_mixture_s2", "animate"]

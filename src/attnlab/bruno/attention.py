@@ -29,14 +29,15 @@ GPU and is vmapped over independent runs. Two ways to choose m_i:
   >= 2^min(0, t_ii - b_i + margin). On the sphere with Q^T K = I (all of the paper's presets but Fig. 4) t_ii = b_i,
   so l_i >= 1. The normaliser can only underflow when every score of row i lies more than margin + 60 below b_i
   (in base 2): that is detected (l_i < 2^-60 in float32, 2^-900 in float64).
-* ``method="xla"``: ``shift``, and if any row's l_i is below that threshold, the whole call is redone
+* ``method="jax"``: ``shift``, and if any row's l_i is below that threshold, the whole call is redone
   with ``online`` (a ``lax.cond``; under ``vmap`` a custom batching rule keeps the condition unbatched, so a batch of
   runs redoes the batch only when one of them needs it, instead of computing both kernels every time).
+* ``method="native"``: the C kernel below, or a one-line ValueError where it does not apply.
 * ``method="auto"`` (the default): in float32 on CPU with 2 <= d <= 8, the C kernel of
   :mod:`attnlab.bruno.native` (one exponential per unordered pair, valid when S = Q^T K is symmetric), used when
   S is symmetric (to 1e-6 relative) and the scores cannot overflow (S positive semi-definite, or the Cauchy-Schwarz
   bound), and kept when its result is finite with every l_i >= 2^-60; otherwise, and everywhere else (float64, GPU,
-  no C compiler, ``ATTNLAB_NATIVE=0``), ``xla``. The fallback is decided for a whole vmapped batch at once, as above.
+  no C compiler, ``ATTNLAB_NATIVE=0``), ``jax``. The fallback is decided for a whole vmapped batch at once, as above.
   Derivatives (JVP) always go through the JAX kernels.
 
 In float32 the shift kernel computes 2^t with a degree-5 polynomial on the reduced argument (t = n + f, n = round(t),
@@ -63,8 +64,8 @@ __all__ = ["attention", "attention_dense", "log_normalizer", "log_normalizer_den
            "METHODS"]
 
 Normalization = Literal["sa", "usa"]
-Method = Literal["auto", "xla", "shift", "online"]
-METHODS = ("auto", "xla", "shift", "online")
+Method = Literal["auto", "native", "jax", "shift", "online"]
+METHODS = ("auto", "native", "jax", "shift", "online")
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -278,7 +279,7 @@ def _native_kernel(x, S, v1, beta):
 
 @cache
 def _auto_native(block_q, block_k):
-    """The C kernel with the JAX kernels (``xla``) as fallback; same batching and JVP arrangement as :func:`_auto`."""
+    """The C kernel with the JAX kernels (``jax``) as fallback; same batching and JVP arrangement as :func:`_auto`."""
     xla = _auto(block_q, block_k)
 
     def plain(x, S, q, k, v1, beta):
@@ -306,13 +307,17 @@ def _auto_native(block_q, block_k):
 
 
 def _kernel(q, k, v1, beta, method, block_q, block_k, x=None, S=None):
-    if method == "auto" and x is not None and _native_applies(q.dtype, q.shape[1]):
+    if method in ("auto", "native") and x is not None and _native_applies(q.dtype, q.shape[1]):
         return _auto_native(block_q, block_k)(x, S, q, k, v1, beta)
+    if method == "native":
+        raise ValueError(f"method='native' needs float32, 2 <= d <= {native.MAX_D}, the CPU backend and the "
+                         f"compiled kernel ({native.unavailable_reason() or 'available'}); got {q.dtype}, d = "
+                         f"{q.shape[1]}")
     if method == "online":
         return _online(q, k, v1, beta, block_q, block_k)
     if method == "shift":
         return _shifted(q, k, v1, beta, block_q, block_k)
-    return _auto(block_q, block_k)(q, k, v1, beta)  # "xla", or "auto" where the C kernel does not apply
+    return _auto(block_q, block_k)(q, k, v1, beta)  # "jax", or "auto" where the C kernel does not apply
 
 
 def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q: int = 1024, block_k: int = 2048,

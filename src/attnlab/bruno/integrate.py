@@ -66,7 +66,7 @@ class Model(NamedTuple):
     block_k: int = 2048
     kernel_dtype: str | None = None
     dense: bool = False
-    kernel_method: str = "auto"  # attention.METHODS: "auto" (C kernel in float32 on CPU, else xla), "xla", "shift", "online"
+    kernel_method: str = "auto"  # attention.METHODS: "auto" (C kernel in float32 on CPU, else jax), "jax", "shift", "online"
 
 
 def make_model(d: int, Q=None, K=None, V=None, beta: float = 1.0, **options) -> Model:

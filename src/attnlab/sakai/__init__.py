@@ -1,29 +1,46 @@
-"""Infinite-width limit of one multi-head attention layer (Sakai, Karakida, Imaizumi, NeurIPS 2025, arXiv:2506.00846).
+"""Infinite-width limit of one multi-head attention layer at 1/sqrt(n) scaling: Sakai, Karakida, Imaizumi,
+"Infinite-Width Limit of a Single Attention Layer: Analysis via Tensor Programs" (NeurIPS 2025, arXiv:2506.00846).
 
-Public surface:
+* ``model`` -- the input activation psi (clip, ReLU, identity) and the model's argument checks (Example 3.1);
+* ``reference`` -- the brute-force sampler: the finite-width layer exactly as the paper's Algorithm 1 runs it;
+* ``sampler`` -- exact width-free samplers of the same finite-width law (cost free of the width n);
+* ``limit`` -- the n -> infinity law (Gaussian conditional on Gaussian similarity scores) and H -> infinity;
+* ``distances`` -- KDE-KL as in the official code, KS and W1 with bootstrap intervals, Rao-Blackwellised densities;
+* ``native`` -- the C kernels of the sampler, the reference statistic and the distances (``implementation``);
+* ``presets``, ``figures`` -- the paper's experiments (Figs. 1-3, 5) and their figures.
 
-* :mod:`attnlab.sakai.reference` -- brute-force reference sampler, the model exactly as the official code runs it;
-* :mod:`attnlab.sakai.sampler` -- exact fast samplers of the same finite-width law, cost free of n (spec 4.3);
-* :mod:`attnlab.sakai.limit` -- the n -> infinity law (Gaussian conditional on Gaussian scores), H -> infinity,
-  limit constants by quadrature;
-* :mod:`attnlab.sakai.distances` -- official KDE-KL, KS and W1 with bootstrap intervals, Rao-Blackwellised densities.
+The finite model (:func:`sample_reference`, :func:`sample_first_token`) and its infinite-width law
+(:func:`sample_limit_first`, :func:`limit_moments`) take the same arguments (``n_heads``, ``n_tokens``,
+``activation``), so a check of one against the other compares the same layer. Notation: the paper's width n, heads
+H, sequence length s (our ``n_tokens``), per-head width n_H (our ``head_width``). The functions below compute in
+float64 (:func:`attnlab.runtime.float64`).
 """
 
-from attnlab.sakai.distances import bootstrap_ks_w1 as bootstrap_ks_w1
-from attnlab.sakai.distances import kde_kl as kde_kl
-from attnlab.sakai.distances import ks_w1 as ks_w1
-from attnlab.sakai.distances import rb_density as rb_density
-from attnlab.sakai.limit import input_gram as input_gram
-from attnlab.sakai.limit import limit_moments as limit_moments
-from attnlab.sakai.limit import sample_limit_first as sample_limit_first
-from attnlab.sakai.limit import sample_limit_tokens as sample_limit_tokens
-from attnlab.sakai.reference import sample_reference as sample_reference
-from attnlab.sakai.reference import sample_reference_scores as sample_reference_scores
-from attnlab.sakai.sampler import sample_first_token as sample_first_token
-from attnlab.sakai.sampler import sample_first_token_sweep as sample_first_token_sweep
-from attnlab.sakai.sampler import sample_scores as sample_scores
-from attnlab.sakai.sampler import sample_tokens as sample_tokens
+from attnlab.runtime import float64 as _float64
+from attnlab.sakai import distances as _distances
+from attnlab.sakai import limit as _limit
+from attnlab.sakai import reference as _reference
+from attnlab.sakai import sampler as _sampler
+from attnlab.sakai.model import ACTIVATIONS as ACTIVATIONS
+from attnlab.sakai.model import psi as psi
 
-__all__ = ["bootstrap_ks_w1", "kde_kl", "ks_w1", "rb_density", "sample_first_token", "sample_first_token_sweep",
-           "sample_scores", "sample_tokens", "sample_reference", "sample_reference_scores", "input_gram",
-           "limit_moments", "sample_limit_first", "sample_limit_tokens"]
+sample_reference = _float64(_reference.sample_reference)
+sample_reference_first = _float64(_reference.sample_reference_first)
+sample_reference_scores = _float64(_reference.sample_reference_scores)
+sample_first_token = _float64(_sampler.sample_first_token)
+sample_first_token_sweep = _float64(_sampler.sample_first_token_sweep)
+sample_tokens = _float64(_sampler.sample_tokens)
+sample_scores = _float64(_sampler.sample_scores)
+input_gram = _float64(_limit.input_gram)
+sample_limit_first = _float64(_limit.sample_limit_first)
+sample_limit_tokens = _float64(_limit.sample_limit_tokens)
+limit_moments = _float64(_limit.limit_moments)
+kde_kl = _float64(_distances.kde_kl)
+ks_w1 = _float64(_distances.ks_w1)
+bootstrap_ks_w1 = _float64(_distances.bootstrap_ks_w1)
+rb_density = _float64(_distances.rb_density)
+
+__all__ = ["ACTIVATIONS", "psi", "sample_reference", "sample_reference_first", "sample_reference_scores",
+           "sample_first_token", "sample_first_token_sweep", "sample_tokens", "sample_scores", "input_gram",
+           "sample_limit_first", "sample_limit_tokens", "limit_moments", "kde_kl", "ks_w1", "bootstrap_ks_w1",
+           "rb_density"]

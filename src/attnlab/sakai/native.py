@@ -89,14 +89,14 @@ def _is_whole(x, lo: int = 1) -> bool:
 
 
 def use_native(method: str, applies: bool, needs: str) -> bool:
-    """The ``method`` argument of a sampler with a C path: ``"xla"`` gives False, ``"auto"`` gives ``applies`` and
+    """The ``method`` argument of a sampler with a C path: ``"jax"`` gives False, ``"auto"`` gives ``applies`` and
     ``"native"`` True, or a one-line ValueError naming what the C path ``needs`` where it does not apply."""
-    if method not in ("auto", "xla", "native"):
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
+    if method not in ("auto", "jax", "native"):
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'jax' or 'native'")
     if method == "native" and not applies:
         raise ValueError(f"method='native' needs {needs}, the CPU backend and the compiled kernel "
                          f"({unavailable_reason() or 'available'})")
-    return applies and method != "xla"
+    return applies and method != "jax"
 
 
 def seed_from_key(key) -> int:

@@ -64,11 +64,12 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import native as _build
 from attnlab.config import ExperimentConfig
-from attnlab.plot import plt
 from attnlab.registry import Check, Preset, register
 from attnlab.sakai import distances as dist
 from attnlab.sakai import native as width_native
+from attnlab.sakai.figures import plot
 from attnlab.sakai.limit import limit_moments
 from attnlab.sakai.reference import sample_reference_first, sample_reference_scores
 from attnlab.sakai.sampler import sample_first_token_sweep, sample_scores_sweep
@@ -95,6 +96,9 @@ class SakaiConfig(ExperimentConfig):
     n_reference: int = pydantic.Field(2000, ge=20, description="brute-force networks per reference check")
     n_boot: int = pydantic.Field(200, ge=10, description="bootstrap replicates (seed 0)")
     kde_points: int = pydantic.Field(500, ge=10, description="official KDE-KL grid size")
+    implementation: Literal["auto", "native", "jax"] = pydantic.Field(
+        "auto", description="C kernels or JAX for the sampler, the brute-force reference and the distances "
+                            "(auto: C where it applies); the run records which ran")
 
     @pydantic.field_validator("width", "n_heads", mode="before")
     @classmethod
@@ -144,34 +148,48 @@ def _kde_stack(rows, grid):
     return jax.lax.map(lambda x: dist.kde(x, grid), rows)
 
 
-def _native() -> bool:
-    """Whether the C kernels of :mod:`attnlab.sakai.native` serve this run (CPU backend, kernel compiled)."""
-    return jax.default_backend() == "cpu" and width_native.available()
+def implementations(cfg: SakaiConfig) -> dict[str, str]:
+    """The implementation of each job of a run with ``cfg`` (``cfg.implementation`` resolved on this machine): the
+    exact sampler (``sampler``), the brute-force reference statistic (``reference``) and the distances (official
+    KDE, KS/W1 rows and their Poisson bootstrap: ``distances``); the score probe has the sampler only."""
+    available = jax.default_backend() == "cpu" and width_native.available()
+    small = cfg.n_tokens <= width_native.MAX_TOKENS
+    s_max = f"n_tokens <= {width_native.MAX_TOKENS}"
+    jobs = {"sampler": _build.choose(cfg.implementation, available and small, s_max, width_native.unavailable_reason())}
+    if cfg.experiment != "scores":
+        jobs["reference"] = _build.choose(cfg.implementation, available and small and cfg.reference_width <= 100_000,
+                                          f"{s_max} and reference_width <= 100000",
+                                          width_native.unavailable_reason())
+        jobs["distances"] = _build.choose(cfg.implementation, available, "the C kernel", width_native.unavailable_reason())
+    return jobs
 
 
-def _bootstrap(key, x, y, n_boot: int):
+def _method(impl: str) -> str:
+    return "native" if impl == "native" else "jax"
+
+
+def _bootstrap(key, x, y, n_boot: int, impl: str):
     """Poisson-bootstrap replicates of (KS, W1), (2, n_boot): the C kernel (:func:`attnlab.sakai.native.
-    bootstrap_ks_w1`, same law, its own streams) where it is available, else :func:`attnlab.sakai.distances.
+    bootstrap_ks_w1`, same law, its own streams) for ``impl == "native"``, else :func:`attnlab.sakai.distances.
     bootstrap_ks_w1`."""
-    if _native():
+    if impl == "native":
         return np.stack(width_native.bootstrap_ks_w1(width_native.seed_from_key(key), x, y, n_boot))
     return np.asarray(dist.bootstrap_ks_w1(key, jnp.asarray(x), jnp.asarray(y), n_boot))
 
 
-def _kde_rows(rows, grid):
-    """Official KDE of each row of ``rows`` on ``grid`` (uniform: the C kernel's kernel sums along the grid where it
-    is available, :func:`attnlab.sakai.native.kde_rows`; else the direct sums of :func:`attnlab.sakai.distances.kde`,
-    which it matches to a relative 1e-12)."""
-    if _native():
+def _kde_rows(rows, grid, impl: str):
+    """Official KDE of each row of ``rows`` on ``grid`` (uniform: the C kernel's kernel sums along the grid for
+    ``impl == "native"``, :func:`attnlab.sakai.native.kde_rows`; else the direct sums of
+    :func:`attnlab.sakai.distances.kde`, which it matches to a relative 1e-12)."""
+    if impl == "native":
         return width_native.kde_rows(rows, grid)
     return np.asarray(_kde_stack(jnp.asarray(rows), jnp.asarray(grid)))
 
 
-def _ks_w1_rows(a, b):
-    """(KS, W1) of each pair of rows, (R, 2): the C merge of the sorted rows where it is available, else the pooled
-    argsort of :func:`attnlab.sakai.distances.ks_w1_rows` (the same numbers)."""
-    native = width_native.available()
-    return np.stack((width_native.ks_w1_rows if native else dist.ks_w1_rows)(a, b), -1)
+def _ks_w1_rows(a, b, impl: str):
+    """(KS, W1) of each pair of rows, (R, 2): the C merge of the sorted rows for ``impl == "native"``, else the
+    pooled argsort of :func:`attnlab.sakai.distances.ks_w1_rows` (the same numbers)."""
+    return np.stack((width_native.ks_w1_rows if impl == "native" else dist.ks_w1_rows)(a, b), -1)
 
 
 PAD_HEADS_BUDGET = 4_000_000  # head draws below which every H of a preset shares one padded program
@@ -187,14 +205,14 @@ REFERENCE_EXACT_FACTOR = 10
 REFERENCE_PAD_NORMALS = 20_000_000
 
 
-def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref, with_reference: bool = True):
+def _draw(key, cfg: SakaiConfig, H: int, widths, head_widths, d_ref, impl: dict, with_reference: bool = True):
     """Exact draws ``(y, v)`` (len(widths) + 3, seeds, samples): the widths, the reference width (left out when
     ``with_reference`` is False), then two independent limit samples (theory and null), all from one compiled program
     (the limit being the width n = inf)."""
-    return _draw_heads(key, cfg, {H: (widths, head_widths)}, d_ref, with_reference)[H]
+    return _draw_heads(key, cfg, {H: (widths, head_widths)}, d_ref, impl, with_reference)[H]
 
 
-def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref, with_reference: bool = True):
+def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref, impl: dict, with_reference: bool = True):
     """:func:`_draw` for several H (``plan``: H -> (widths, head_widths)) in one compiled sweep with max(H) heads
     drawn per network and the first H used at each width (same law; the extra heads cost their draws)."""
     S, N, s, act = cfg.n_seeds, cfg.n_samples, cfg.n_tokens, cfg.input_activation
@@ -209,30 +227,31 @@ def _draw_heads(key, cfg: SakaiConfig, plan: dict, d_ref, with_reference: bool =
         ws, ds, hs = ws + w, ds + d, hs + [H] * len(w)
     H_max = max(plan)
     y, v = sample_first_token_sweep(key, widths=ws, head_widths=ds, n_heads=H_max, n_tokens=s, activation=act,
-                                    n_samples=N, n_seeds=S, active_heads=None if len(plan) == 1 else hs)
+                                    n_samples=N, n_seeds=S, active_heads=None if len(plan) == 1 else hs,
+                                    method=_method(impl["sampler"]))
     y, v = np.moveaxis(np.asarray(y), 1, 0), np.moveaxis(np.asarray(v), 1, 0)
     return {H: (y[a:b], v[a:b]) for H, (a, b) in spans.items()}
 
 
-def _reference_exact(key, cfg: SakaiConfig, H: int, d_ref):
+def _reference_exact(key, cfg: SakaiConfig, H: int, d_ref, impl: dict):
     """The exact side of the reference check drawn apart: ``REFERENCE_EXACT_FACTOR * n_reference`` networks."""
     d = d_ref if cfg.head_width is not None else cfg.reference_width
     y, _ = sample_first_token_sweep(key, widths=(cfg.reference_width,), head_widths=(d,), n_heads=H,
                                     n_tokens=cfg.n_tokens, activation=cfg.input_activation,
-                                    n_samples=REFERENCE_EXACT_FACTOR * cfg.n_reference)
+                                    n_samples=REFERENCE_EXACT_FACTOR * cfg.n_reference, method=_method(impl["sampler"]))
     return np.asarray(y).ravel()
 
 
-def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int):
+def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_heads: int, impl: dict):
     """Brute force vs exact at the reference width: KS statistic, its 0.001 critical value, second moments. The brute
     force (:func:`attnlab.sakai.reference.sample_reference_first`) runs in C where the kernel applies, else in JAX,
     where the H of a preset share one compiled program if padding is cheap (``max_heads`` heads drawn, the first H
     used; see ``REFERENCE_PAD_NORMALS``)."""
     kw = dict(n=cfg.reference_width, n_heads=H, n_tokens=cfg.n_tokens, activation=cfg.input_activation,
               head_width=d, n_samples=cfg.n_reference)
-    ref = np.asarray(sample_reference_first(key, max_heads=max_heads, **kw))
+    ref = np.asarray(sample_reference_first(key, max_heads=max_heads, method=_method(impl["reference"]), **kw))
     ex = np.asarray(exact)
-    ks = _ks_w1_rows(ref[None], ex[None])[0, 0]
+    ks = _ks_w1_rows(ref[None], ex[None], impl["distances"])[0, 0]
     return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),
             "m2_ref": float(np.mean(ref**2)), "m2_ref_se": float(np.std(ref**2, ddof=1) / math.sqrt(ref.size)),
             "m2_exact": float(np.mean(ex**2)), "m2_exact_se": float(np.std(ex**2, ddof=1) / math.sqrt(ex.size))}
@@ -241,6 +260,7 @@ def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_he
 def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     if cfg.experiment == "scores":
         return _run_scores(cfg, key, progress)
+    impl = implementations(cfg)
     configs = cfg.configs()
     heads = sorted({H for _, _, H in configs})
     n_steps = 2 * len(heads) + 2
@@ -255,7 +275,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     plan = {H: ([n for n, _, h in configs if h == H], [d for _, d, h in configs if h == H]) for H in heads}
     # small runs (quick sizes): every H in one padded program (one compilation instead of one per H)
     padded = len(heads) > 1 and S * N * max(heads) * (len(configs) + 3 * len(heads)) <= PAD_HEADS_BUDGET
-    draws = _draw_heads(k_fin, cfg, plan, d_ref) if padded else {}
+    draws = _draw_heads(k_fin, cfg, plan, d_ref, impl) if padded else {}
     n_ref, d_ref_ = cfg.reference_width, d_ref or cfg.reference_width
     pad_ref = cfg.n_reference * max(heads) * 4 * n_ref * d_ref_ <= REFERENCE_PAD_NORMALS
     ref_heads = lambda H: max(heads) if pad_ref else H  # noqa: E731
@@ -265,13 +285,13 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
         if padded:
             ys, vs = draws[H]
         else:
-            ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref, not apart)
+            ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref, impl, not apart)
         y_fin[idx], v_fin[idx] = ys[:len(idx)], vs[:len(idx)]
-        ref_exact[H] = (_reference_exact(jax.random.fold_in(k_ref_exact, H), cfg, H, d_ref) if apart
+        ref_exact[H] = (_reference_exact(jax.random.fold_in(k_ref_exact, H), cfg, H, d_ref, impl) if apart
                         else ys[len(idx)].ravel())
         lim[H] = (ys[-2], vs[-2], ys[-1], vs[-1])
         tick(2 * i + 1)
-        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], ref_heads(H)))
+        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], ref_heads(H), impl))
         tick(2 * i + 2)
     theory = {H: limit_moments(cfg.n_tokens, cfg.input_activation, H) for H in heads}
     gauss = {H: math.sqrt(theory[H]["second_moment"]) * np.asarray(jax.random.normal(jax.random.fold_in(k_gauss, H),
@@ -287,7 +307,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     nh = len(heads)
     rows = np.concatenate([y_fin.reshape(C * S, N), y_lim.reshape(-1, N), y_null.reshape(-1, N),
                            np.stack([gauss[H] for H in heads]).reshape(-1, N)])
-    dens = _kde_rows(rows, grid)  # one compiled program for every KDE of the experiment
+    dens = _kde_rows(rows, grid, impl["distances"])  # one compiled program for every KDE of the experiment
     k_fin_ = dens[:C * S].reshape(C, S, -1)
     k_lim_, k_null, k_gau = dens[C * S:].reshape(3, nh, S, -1)
     kl = lambda p, q: float(dist._discrete_kl(jnp.asarray(p) + dist.KDE_FLOOR, jnp.asarray(q) + dist.KDE_FLOOR))
@@ -299,12 +319,14 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     # KS and W1: per seed, pooled over seeds, bootstrap on seed 0; null floor from two limit samples. Each family of
     # comparisons is one call (rows of finite-vs-limit pairs, then the limit-vs-limit null pairs)
     seed_rows = _ks_w1_rows(np.concatenate([y_fin.reshape(C * S, N), y_lim.reshape(nh * S, N)]),
-                         np.concatenate([y_lim[hidx].reshape(C * S, N), y_null.reshape(nh * S, N)]))
+                            np.concatenate([y_lim[hidx].reshape(C * S, N), y_null.reshape(nh * S, N)]),
+                            impl["distances"])
     per_seed, per_seed_null = seed_rows[:C * S].reshape(C, S, 2), seed_rows[C * S:].reshape(nh, S, 2)
     pooled_rows = _ks_w1_rows(np.concatenate([y_fin.reshape(C, S * N), y_lim.reshape(nh, S * N)]),
-                           np.concatenate([y_lim[hidx].reshape(C, S * N), y_null.reshape(nh, S * N)]))
+                              np.concatenate([y_lim[hidx].reshape(C, S * N), y_null.reshape(nh, S * N)]),
+                              impl["distances"])
     pooled, pooled_null = pooled_rows[:C], pooled_rows[C:]
-    boot = np.array([_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot)
+    boot = np.array([_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot, impl["distances"])
                      for c in range(C)])
     boot_ci = np.percentile(boot, [2.5, 97.5], axis=-1)  # (2, C, 2 stats)
 
@@ -323,7 +345,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     tick(n_steps)
 
     plot_grid = np.linspace(-3, 3, 1000)  # the paper's plotting grid (seed 0 only)
-    plot_dens = _kde_rows(np.concatenate([y_fin[:, 0], y_lim[:, 0]]), plot_grid)
+    plot_dens = _kde_rows(np.concatenate([y_fin[:, 0], y_lim[:, 0]]), plot_grid, impl["distances"])
     mom_fin = [_moments(y_fin[c], v_fin[c]) for c in range(C)]
     mom_lim = [_moments(y_lim[h], v_lim[h]) for h in range(len(heads))]
     cd, hd, sd = ("config",), ("heads",), ("config", "seed")
@@ -372,7 +394,8 @@ def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     # the width n and the reference width from one compiled program (same sample count, cut afterwards)
     g_sqrt, g_lin = (np.asarray(a) for a in sample_scores_sweep(k_ex, widths=(n, cfg.reference_width),
                                                                 n_tokens=cfg.n_tokens, activation=cfg.input_activation,
-                                                                n_samples=max(N, n_ex_ref)))
+                                                                n_samples=max(N, n_ex_ref),
+                                                                method=_method(implementations(cfg)["sampler"])))
     e_sqrt = g_sqrt[1, :n_ex_ref]
     g_sqrt, g_lin = g_sqrt[0, :N], g_lin[0, :N]
     r_sqrt, _ = sample_reference_scores(k_ref, n=cfg.reference_width, n_tokens=cfg.n_tokens,
@@ -476,69 +499,9 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
     return metrics, checks
 
 
-def plot(ds: xr.Dataset, cfg: SakaiConfig):
-    if cfg.experiment == "scores":
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-        x = np.linspace(-4, 4, 400)
-        axes[0].hist(ds.g_sqrt.values, bins=200, density=True, alpha=0.6, label="exact sampler")
-        axes[0].plot(x, np.exp(-x**2 / 2) / math.sqrt(2 * math.pi), "k", label="limit N(0, 1)")
-        axes[0].set(title=f"(QK^T)_00 / sqrt(n), n = {ds.attrs['width']}", xlabel="score")
-        axes[1].hist(ds.g_lin.values, bins=200, density=True, alpha=0.6, label="exact sampler")
-        axes[1].axvline(0, color="k", label="limit: 0")
-        axes[1].set(title="(QK^T)_00 / n (collapses to 0)", xlabel="score")
-        for ax in axes:
-            ax.legend(fontsize=7)
-        fig.suptitle(f"{CITATION}: Fig. 2(a)", fontsize=9)
-        return {"scores": fig}
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5), layout="constrained")
-    x = ds.x.values
-    heads = [int(h) for h in ds.heads.values]
-    colors = plt.cm.coolwarm(np.linspace(0, 1, ds.sizes["config"]))
-    ax = axes[0]
-    for c in range(ds.sizes["config"]):
-        F = ds.isel(config=c)
-        ax.plot(x, F.density_finite.values, ":", color=colors[c],
-                label=f"n={int(F.width)}, H={int(F.config_heads)}" + (f", n_H={int(F.head_width)}"
-                                                                      if int(F.head_width) != int(F.width) else ""))
-    for h, H in enumerate(heads):
-        ax.plot(x, ds.density_limit.values[h], "-", color="k" if len(heads) == 1 else f"C{h}", lw=1.2,
-                label=f"infinite width, H={H}")
-    if cfg.experiment == "vary_heads":
-        v = float(ds.theory_second_moment[0])
-        ax.plot(x, np.exp(-x**2 / (2 * v)) / math.sqrt(2 * math.pi * v), "k--", lw=1, label="infinite heads N(0, E v)")
-    ax.set(xlabel="Y[0,0]", ylabel="density (KDE, seed 0)", title="densities")
-    ax.legend(fontsize=7)
-    ax = axes[1]
-    xs = np.log(ds.width.values) / np.log(4) if cfg.experiment != "low_rank" else np.log(ds.config_heads.values) / np.log(4)
-    kl = ds.kde_kl.values
-    ax.errorbar(xs, np.log(kl.mean(1)), yerr=kl.std(1) / kl.mean(1), fmt="o-", label="ln mean KDE-KL (paper's bar)")
-    ax.errorbar(xs, np.log(kl.mean(1)), yerr=kl.std(1, ddof=1) / kl.mean(1) / math.sqrt(max(1, kl.shape[1] - 1)) if
-                kl.shape[1] > 1 else None, fmt="none", ecolor="k", capsize=3, label="SE of the mean")
-    ax.plot(xs, np.log(ds.rb_kl.values), "s--", label="Rao-Blackwellised KL (seed 0)")
-    for h, H in enumerate(heads):
-        ax.axhline(np.log(ds.kde_kl_null.values[h].mean()), color=f"C{h}", ls=":", lw=1, label=f"KDE-KL null floor H={H}")
-        ax.axhline(np.log(max(ds.rb_kl_null.values[h], 1e-12)), color=f"C{h}", ls="-.", lw=1,
-                   label=f"RB-KL null floor H={H}")
-    ax.set(xlabel="log4 n" if cfg.experiment != "low_rank" else "log4 H (n = 64 H)", ylabel="ln KL", title="KL")
-    ax.legend(fontsize=6)
-    ax = axes[2]
-    for name, m in (("ks", "o"), ("w1", "s")):
-        lo, hi = ds[f"{name}_boot_ci"].values
-        mid = ds[name].values[:, 0]
-        ax.errorbar(xs, mid, yerr=[np.maximum(mid - lo, 0), np.maximum(hi - mid, 0)], fmt=m + "-",
-                    label=f"{name.upper()} seed 0, 95% bootstrap")
-        ax.plot(xs, ds[f"{name}_pooled"].values, m + ":", label=f"{name.upper()} pooled over seeds")
-        for h in range(len(heads)):
-            ax.axhline(ds[f"{name}_null"].values[h].mean(), ls="--", lw=0.8, color="C2" if name == "ks" else "C3",
-                       label=f"{name.upper()} null floor (per seed)" if h == 0 else None)
-    ax.set(yscale="log", xlabel=axes[1].get_xlabel(), title="KS and W1 to the limit")
-    ax.legend(fontsize=6)
-    fig.suptitle(f"{CITATION}: {cfg.experiment}, psi = {cfg.input_activation}", fontsize=9)
-    return {"panels": fig}
-
-
 def _preset(name, figure, description, defaults, quick):
     return register(Preset(name=name, paper="sakai", citation=CITATION, figure=figure, description=description,
+                           implementations=implementations,
                            config_cls=SakaiConfig, run=run, summarize=summarize, plot=plot,
                            defaults=defaults, quick=quick))
 

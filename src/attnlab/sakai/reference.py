@@ -123,7 +123,7 @@ def sample_reference_first(key, *, n: int, n_heads: int, n_tokens: int = 4, acti
                            max_heads: int | None = None):
     """The official statistic ``Y[0, 0]`` of ``n_samples`` brute-force networks, (n_samples,).
 
-    ``method``: ``"xla"`` is ``sample_reference(...)[:, 0, 0]``; ``"native"`` the same computation in C
+    ``method``: ``"jax"`` is ``sample_reference(...)[:, 0, 0]``; ``"native"`` the same computation in C
     (:func:`attnlab.sakai.native.brute_first`: plain float64 loops over every weight that Y[0, 0] depends on, the
     kernel's ziggurat normals, no compilation; about 9x faster at n = 8, H = 256 here, and no compilation, which
     costs about 1 s per program); ``"auto"`` (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16,

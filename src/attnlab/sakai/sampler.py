@@ -291,7 +291,7 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     width): use the first ``active_heads[w]`` of the ``n_heads`` heads drawn at width w (several H in one program;
     the discarded heads cost their draws).
 
-    ``method``: ``"xla"`` draws in one compiled JAX program; ``"native"`` in the C kernel of
+    ``method``: ``"jax"`` draws in one compiled JAX program; ``"native"`` in the C kernel of
     :mod:`attnlab.sakai.native` (float64, its own generators, so other numbers of the same law; 6.5x faster at
     H = 256, 5.4x in the limit, on the 2-core Zen 1 machine); ``"auto"`` (default) takes ``"native"`` where it is
     available (CPU, n_tokens <= 16, the kernel compiled).
@@ -408,7 +408,7 @@ def sample_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n
     :func:`sample_scores_sweep`.
     """
     check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
-    if method != "xla":
+    if method != "jax":
         g, gl = sample_scores_sweep(key, widths=(n,), n_tokens=n_tokens, activation=activation, n_samples=n_samples,
                                     chunk=chunk, method=method)
         return g[0], gl[0]
@@ -427,7 +427,7 @@ def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "cl
                         chunk: int = 50_000, method: str = "auto"):
     """:func:`sample_scores` at several widths: ``(g_sqrt, g_lin)``, each (len(widths), n_samples).
 
-    ``method``: ``"xla"``: on the Wishart path (clip/identity, every n >= s) the widths are traced values of one
+    ``method``: ``"jax"``: on the Wishart path (clip/identity, every n >= s) the widths are traced values of one
     compiled program, otherwise each width is drawn by :func:`sample_scores`; ``"native"``: the C kernel of
     :mod:`attnlab.sakai.native` (the network's input factor, then a chi-square and a normal; no compilation; other
     numbers of the same law); ``"auto"``
@@ -446,7 +446,7 @@ def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "cl
     if all(_wishart_path(n, n_tokens, activation) for n in widths):
         return _scores_sweep(key, jnp.asarray(widths, jnp.float64), n_tokens, activation, n_samples, chunk)
     parts = [sample_scores(k, n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples, chunk=chunk,
-                           method="xla") for k, n in zip(jax.random.split(key, len(widths)), widths)]
+                           method="jax") for k, n in zip(jax.random.split(key, len(widths)), widths)]
     return tuple(jnp.stack([p[i] for p in parts]) for i in range(2))
 
 
