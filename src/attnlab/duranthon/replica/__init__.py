@@ -1,7 +1,127 @@
-"""Replica-symmetric fixed point and Bayes-optimal state evolution (moved from ``replica.py``; split in the next
-commit)."""
+r"""Replica-symmetric (RS) fixed point of ERM on the manifold M, and the Bayes-optimal state evolution, for
+Duranthon, Marion, Boyer, Loureiro, Zdeborova (2025, arXiv 2509.21936).
 
-from attnlab.duranthon.replica import fixed_point_map as _module
+The RS equations here are reconstructed from the standard multi-index ERM replica formulas (Aubin et al. 2020;
+Loureiro et al. 2021; Cui 2025) specialised to single-location attention, not copied from the paper, whose own
+fixed-point equations are its eqs. (18)-(25).
 
-globals().update({k: v for k, v in vars(_module).items() if not k.startswith("__")})
-__all__ = list(_module.__all__)
+Modules:
+
+* :mod:`.samples` -- frozen samples (common random numbers, Monte Carlo or scrambled Sobol) and the student fields;
+* :mod:`.proximal` -- the proximal problem of one sample, monotone modified Newton, Jacobi eigendecomposition;
+* :mod:`.blocks` -- the proximal problems of every sample in rounds and fixed-size blocks (compiled once);
+* :mod:`.fixed_point_map` -- the channel integrals (hats), the prior update and the map F with its diagnostics;
+* :mod:`.stability` -- the replicon (de Almeida-Thouless) eigenvalue of the RS point;
+* :mod:`.anderson` -- safeguarded Anderson acceleration (or damping) for x = F(x);
+* :mod:`.solve` -- :func:`solve_replica` and its convergence report :class:`ReplicaResult`;
+* :mod:`.continuation` -- continuation in lambda and alpha, standard starts, branch tracking;
+* :mod:`.ridge` -- the classical ridge replica equations (the L = 1 reference);
+* :mod:`.bayes_optimal` -- the Bayes-optimal state evolution (spiked-SLR; max-SLR at nu = inf) and its test error.
+
+Six order parameters ``(m_a, q_a, V_a)``, a in {k, v}, and their hats. Per sample (frozen Monte Carlo draws, so the
+iteration map is deterministic)::
+
+    omega^k = m_k chi* + s_k xi^k,   omega^v = m_v zeta* + s_v xi^v,   s_a = sqrt(q_a - m_a^2)
+    chi_hat = argmin_chi  |chi - omega^k|^2/(2 V_k) + (y - sigma(chi)^T omega^v)^2 / (2 (1 + V_v |sigma(chi)|^2))
+    r = (y - sigma_hat^T omega^v)/(1 + V_v |sigma_hat|^2),   f^v = sigma_hat r,   f^k = (chi_hat - omega^k)/V_k
+    q_hat_a = alpha E|f^a|^2,  V_hat_a = -alpha E[sum_l df^a_l/domega^a_l],  m_hat_a = alpha E[f^a . h*^a] + m_a V_hat_a
+    V_a = 1/(lambda_a + V_hat_a),   m_a = m_hat_a V_a,   q_a = (m_hat_a^2 + q_hat_a) V_a^2
+
+Proximal problem. Monotone modified Newton (positive Hessian eigenvalues floored at ``0.01/V_k``, negative ones
+replaced by ``max(|.|, 0.5/V_k)``, best of a few trial step lengths, early stop at |grad| <= 1e-12, then a final full
+Newton step; the eigendecomposition by fixed-sweep Jacobi for L <= 4, :func:`.proximal._sym_eig`) from omega^k, or
+from 2L + 1 starts (omega^k and omega^k +- sqrt(V_k)(1+|y|) e_l) keeping the lowest value: at small lambda V_k is large and
+the problem is non-convex for a few per cent of the samples, where one start from omega^k misses the global minimum
+(tested against a brute-force grid). Inside a fixed-point solve the single-start evaluations are warm-started at the
+previous evaluation's proximal points, and the batch of Newton loops is run in rounds of a few steps, gathering the
+unfinished (sample, start) pairs after each round (:func:`.blocks._presolve`), so that the slowest sample no longer sets the
+cost of the whole batch. Every compiled program of the inner solver runs on blocks of a few fixed sizes
+(:func:`.blocks._blocks`), so a new number of samples or starts costs no compilation; the integrals over the samples are
+reduced on the host (:func:`.fixed_point_map._reduce_hats`).
+
+V_hat integrand. "implicit": the implicit function theorem at the proximal point; "unrolled": forward mode through
+the Newton steps (equal to implicit once converged); "stein": Stein's lemma ``E[sum_l df_l/domega_l] =
+E[sum_l f_l xi_l]/s_a``. The first two are pointwise derivatives; where the global minimiser switches between local
+minima f jumps, and the derivative that the replica computation needs (the heat equation for the Moreau envelope,
+``d_C E[phi] = E[phi'']/2``) is the distributional one, which the Stein form includes and the pointwise forms miss.
+Every evaluation reports the difference (the "jump term") with its SE: within SE of 0 where every proximal problem
+is convex (tested at lambda = 1), many SE away at small lambda.
+
+Solver. :func:`solve_replica`: safeguarded Anderson acceleration (memory 6, carried along a continuation path; or
+plain damping) with a convergence report per point (residual, map evaluations, status, branch, training objective,
+diagnostics); :func:`continue_in_lambda` and :func:`replica_curve`: continuation in lambda and alpha and branch
+tracking from informed and uninformed starts (:func:`standard_starts`), the ERM branch being the converged one with
+the lowest training objective per sample. The test error at the fixed point is risk-on-M formula (four overlaps) evaluated by
+:func:`attnlab.duranthon.population.overlap_risk` on fresh samples. Every evaluation also returns the replicon (de
+Almeida-Thouless) eigenvalue of the RS point (:func:`at_eigenvalue`): RS is locally stable iff it is below 1.
+:func:`solve_bayes_optimal`: the Bayes-optimal state evolution (spiked-SLR, and max-SLR at nu = inf).
+
+Status of the reconstruction. Tested: L = 1 reproduces the classical ridge equations (5 SE over frozen-sample
+seeds). Measured once (not a test: too slow for the suite), at the point softmax, spiked-SLR nu = 5, L = 2,
+alpha = 4, lambda_k = lambda_v = 1, informed start:
+
+| | m_k | q_k | m_v | q_v | train loss/sample |
+|---|---|---|---|---|---|
+| replica, 3 frozen sets of 3000 samples (mean) | 0.443 | 0.261 | 0.779 | 0.652 | 0.0801 |
+| (spread between the 3 sets) | 0.432-0.450 | 0.253-0.265 | 0.770-0.784 | 0.638-0.660 | 0.0799-0.0805 |
+| L-BFGS ERM, D = 1000, N = 4000, 3 seeds (mean +- SE) | 0.444(2) | 0.260(2) | 0.787(4) | 0.662(5) | 0.0785(7) |
+| L-BFGS ERM, D = 250, N = 1000, 4 seeds | 0.453(4) | 0.272(4) | 0.796(7) | 0.679(9) | 0.0793(13) |
+
+so theory and simulation agree within about 2 combined standard errors on every overlap at this point.
+
+Low nu, low lambda (measured once, not a test; the ``duranthon-low-snr`` preset reruns it at smaller sizes):
+softmax, spiked-SLR nu = 1, L = 3, alpha = 2, lambda_k = lambda_v = 0.1 (L-BFGS ERM at D = 707, N = 1414, 4 seeds;
+replica on one frozen set):
+
+| | m_k | q_k | m_v | q_v | objective/sample | test error |
+|---|---|---|---|---|---|---|
+| ERM, informed start (mean of 4) | 0.40 | 1.03 | 0.94 | 1.55 | 0.0915 | 1.00 |
+| ERM, random start (mean of 4) | 0.31 | 1.02 | 0.87 | 1.59 | 0.0923 | 1.11 |
+| replica, pointwise (implicit) V_hat, 2000 samples | 0.404 | 0.905 | 0.922 | 1.489 | 0.0902 | 0.96 |
+| replica, Stein V_hat, 2000 samples | 0.262 | 1.050 | 0.772 | 1.638 | 0.0886 | 1.21 |
+
+About 1-3 % of the proximal problems are non-convex there and the jump term of V_hat is 5-7 SE from 0. With
+1000 samples the pointwise map does not converge at lambda = 0.1 (Anderson stalls at a residual ~1e-2: near-degenerate
+minima make the implicit derivative heavy-tailed), while the Stein map converges to 1e-8 down to lambda = 0.01 from
+both starts (which give the same fixed point). Neither matches ERM on every overlap: the ERM runs from informed and
+random starts end at different minima of the training loss, and the Stein (distributionally correct RS) fixed point
+has a lower training objective than any ERM run. Both signs point at replica-symmetry breaking or an ERM that does not
+reach the global minimum, rather than at the solver.
+
+Replica-symmetry stability (replicon eigenvalue, :func:`at_eigenvalue`; measured with ``attnlab run
+duranthon-low-snr --quick --set lams=[1,0.3,0.1,0.03,0.01]``, nu = 1, L = 3, alpha = 2, 2 QMC sets of 256 samples,
+both estimators and both starts): 0.22-0.36 at lambda = 1, 0.9-1.3 at lambda = 0.3, 1.1-1.8 at lambda <= 0.1. The RS
+fixed point is AT-unstable in the low-lambda regime where replica and ERM part, and each of the 5 points where the
+RS iteration did not converge (lambda <= 0.03) had a replicon eigenvalue >= 1 at its last iterate: there the RS
+ansatz itself is locally unstable, so a converged RS point would not be the right description either.
+"""
+
+from attnlab.duranthon.replica.anderson import fixed_point
+from attnlab.duranthon.replica.bayes_optimal import (
+    BOResult,
+    bayes_optimal_test_error,
+    log_argmax_probs,
+    solve_bayes_optimal,
+)
+from attnlab.duranthon.replica.blocks import compile_blocks
+from attnlab.duranthon.replica.continuation import (
+    BranchCurve,
+    continue_in_alpha,
+    continue_in_lambda,
+    lambda_path,
+    replica_curve,
+    rescaled_start,
+    secant_predictor,
+    standard_starts,
+)
+from attnlab.duranthon.replica.fixed_point_map import MapValue, Order, evaluate_map, prior_update, replica_map
+from attnlab.duranthon.replica.ridge import ridge_fixed_point
+from attnlab.duranthon.replica.samples import FrozenSamples, frozen_samples
+from attnlab.duranthon.replica.solve import ReplicaResult, solve_replica
+from attnlab.duranthon.replica.stability import at_eigenvalue
+
+__all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "evaluate_map", "MapValue", "prior_update",
+           "ReplicaResult", "solve_replica", "lambda_path", "continue_in_lambda", "continue_in_alpha", "standard_starts",
+           "BranchCurve", "replica_curve", "ridge_fixed_point", "fixed_point", "secant_predictor", "rescaled_start",
+           "at_eigenvalue", "compile_blocks", "solve_bayes_optimal", "BOResult", "bayes_optimal_test_error",
+           "log_argmax_probs"]

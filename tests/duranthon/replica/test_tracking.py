@@ -12,14 +12,14 @@ import pytest
 
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.replica import (
-    _objective,
-    _omegas,
     continue_in_alpha,
     evaluate_map,
     frozen_samples,
     solve_replica,
     standard_starts,
 )
+from attnlab.duranthon.replica.proximal import _objective
+from attnlab.duranthon.replica.samples import _omegas
 
 ACT = activation("softmax")
 LAM = 0.3
@@ -105,7 +105,8 @@ def test_warm_newton_loops_stop_at_round_off(low_alpha):
     kept stepping at |grad J| ~ 1e-10 until the step cap)."""
     import dataclasses
 
-    from attnlab.duranthon.replica import _host, _omegas, _presolve
+    from attnlab.duranthon.replica.blocks import _presolve
+    from attnlab.duranthon.replica.samples import _host
 
     s, r = low_alpha
     h = _host(s)
