@@ -1,12 +1,12 @@
-r"""The attention-weight family sigma of Duranthon et al. (spec 2.1): ``f(X) = sigma(X k/sqrt(D))^T (X v/sqrt(D))``.
+r"""The attention-weight family sigma of Duranthon et al. (2025): ``f(X) = sigma(X k/sqrt(D))^T (X v/sqrt(D))``.
 
 | name | sigma(chi)_l | label in figures |
 |---|---|---|
 | ``softmax`` | exp(chi_l) / sum exp(chi) (log-sum-exp) | softmax |
 | ``linear`` | 1 + chi_l | linear 1+chi |
-| ``centred_linear`` | (1 + chi_l - mean(chi)) / L, the true linearisation of softmax at 0 [I] | centred linear |
+| ``centred_linear`` | (1 + chi_l - mean(chi)) / L, the true linearisation of softmax at 0 | centred linear |
 | ``erf`` | 1 + erf(c + chi_l) | erf 1+erf(c+chi) |
-| ``softplus`` | softplus(chi_l) / sum softplus(chi) (no shift, spec 2.1 note) | softplus-normalised |
+| ``softplus`` | softplus(chi_l) / sum softplus(chi) (no shift) | softplus-normalised |
 | user | g(chi_l), optionally divided by sum g(chi) | the given name |
 
 Every weight function takes scores ``chi`` (..., L_max) and a boolean ``mask`` of the same shape (padding of random

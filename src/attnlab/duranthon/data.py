@@ -1,4 +1,4 @@
-r"""Spiked-SLR and max-SLR (Duranthon, Marion, Boyer, Loureiro, Zdeborova 2025, spec 1.1-1.3), fixed or random L.
+r"""Spiked-SLR and max-SLR (Duranthon, Marion, Boyer, Loureiro, Zdeborova 2025), fixed or random L.
 
 Tokens ``x_l in R^D`` are N(0, I_D) tilted by ``g_nu(eps*, chi*)``, ``chi* = X k*/sqrt(D)``, with teacher vectors of
 norm ``sqrt(D)`` and ``k* . v* = 0``; the label is ``y = x_{eps*} . v*/sqrt(D) + noise_std xi``::
@@ -7,8 +7,8 @@ norm ``sqrt(D)`` and ``k* . v* = 0``; the label is ``y = x_{eps*} . v*/sqrt(D) +
     max-SLR:     g = L exp(nu chi_eps) / sum exp(nu chi)  -> i.i.d. tokens, eps* ~ Categorical(softmax(nu chi*))
                                                           (eps* = argmax chi* at nu = inf)
 
-``noise_std`` is the standard deviation of the label noise (spec 8.1 leaves open whether the paper's Delta is a std
-or a variance; every risk in :mod:`attnlab.duranthon.population` uses ``noise_std**2``).
+``noise_std`` is the standard deviation of the label noise (whether the paper's Delta is a standard deviation
+or a variance is not settled here; every risk in :mod:`attnlab.duranthon.population` uses ``noise_std**2``).
 
 Random lengths: a :class:`LengthLaw` (values and probabilities). Batches are padded to ``L_max`` and carry a boolean
 ``mask`` (n, L_max); padded tokens are zero and never chosen as the location.
@@ -80,7 +80,8 @@ def check_model(model: str, nu) -> float:
 
 
 def c_nu(model: str, nu) -> float:
-    """The inverse temperature of the location posterior ``P(eps*=l|X) = softmax(c_nu chi*)`` (spec 1.4):
+    """The inverse temperature of the location posterior ``P(eps*=l|X) = softmax(c_nu chi*)`` (the
+    condition of Prop. 4.2):
     sqrt(nu) for spiked-SLR, nu for max-SLR."""
     nu = check_model(model, nu)
     return math.sqrt(nu) if model == "spiked" else nu
@@ -144,7 +145,7 @@ class Scores(NamedTuple):
 
 
 def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
-    """Draw ``n`` samples of the teacher fields (chi*, zeta*), the location and the label (spec 1.2-1.3)."""
+    """Draw ``n`` samples of the teacher fields (chi*, zeta*), the location and the label."""
     nu = check_model(model, nu)
     law = length_law(L)
     if n < 1:

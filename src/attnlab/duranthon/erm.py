@@ -1,13 +1,15 @@
-r"""Empirical risk minimisation for Duranthon et al. (spec 2.2, 5): L2-penalised squared loss by L-BFGS in float64.
+r"""Empirical risk minimisation for Duranthon et al. (2025): L2-penalised squared loss by L-BFGS in float64.
 
-Objective (spec 2.2, the form the replica theory assumes)::
+Objective (the paper's empirical risk, eq. (15), in the form the replica theory assumes: sums over samples, 1/2
+factors, one penalty per vector)::
 
     L(k, v) = sum_mu 1/2 (y_mu - f(X_mu))^2 + lambda_k/2 |k|^2 + lambda_v/2 |v|^2,   f = sigma(Xk/sqrt(D))^T (Xv/sqrt(D))
 
 minimised by SciPy's L-BFGS-B driving a jitted value-and-gradient (one compile per data shape and activation).
 Starts: ``informed`` (k = c_nu k*, v = v*, the oracle of Prop. 4.2) or ``random`` (Gaussian k, v with
-|k|^2 = |v|^2 = D). Overlaps: all seven of spec 3.1. The test error is measured on a fresh sample drawn in R^D, and
-predicted from the seven overlaps by :func:`overlap_risk7` (exact in law: given (k, v), the student and teacher
+|k|^2 = |v|^2 = D). Overlaps: all seven inner products of (k, v) with (k*, v*) and each other, divided by D
+(:class:`ERMOverlaps`). The test error is measured on a fresh sample drawn in R^D, and predicted from the seven
+overlaps by :func:`erm_overlap_risk` (exact in law: given (k, v), the student and teacher
 fields of a token are jointly Gaussian under the base measure and the tilt acts on chi* only).
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import NamedTuple
 
@@ -26,12 +29,14 @@ import scipy.optimize
 from attnlab.duranthon.activations import Activation
 from attnlab.duranthon.data import c_nu, sample_scores, sample_sequences
 
-__all__ = ["Overlaps7", "overlaps7", "erm_objective", "ERMResult", "fit_erm", "informed_start", "random_start",
-           "overlap_risk7", "ridge_solution", "fresh_test_error"]
+__all__ = ["ERMOverlaps", "erm_overlaps", "erm_objective", "ERMResult", "fit_erm", "informed_start", "random_start",
+           "erm_overlap_risk", "ridge_solution", "fresh_test_error"]
 
 
-class Overlaps7(NamedTuple):
-    """The seven overlaps of spec 3.1 (all divided by D)."""
+@dataclass(frozen=True)
+class ERMOverlaps:
+    """The seven overlaps of a student (k, v) with the teacher (k*, v*), all divided by D. On the manifold M (the
+    invariant set of the paper's gradient flow) m_kv = m_vk = q_kv = 0 and the first four suffice."""
 
     m_k: float  # k.k*/D
     q_k: float  # k.k/D
@@ -41,15 +46,26 @@ class Overlaps7(NamedTuple):
     m_vk: float  # v.k*/D
     q_kv: float  # k.v/D
 
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The field names, in the order of :meth:`as_array`."""
+        return tuple(f.name for f in fields(cls))
 
-def overlaps7(k, v, k_star, v_star) -> Overlaps7:
+    def as_array(self) -> np.ndarray:
+        """The overlaps as a float64 array, in the order of :meth:`names`."""
+        return np.array([getattr(self, n) for n in self.names()], dtype=np.float64)
+
+
+def erm_overlaps(k, v, k_star, v_star) -> ERMOverlaps:
+    """The seven overlaps ``(k.k*, k.k, v.v*, v.v, k.v*, v.k*, k.v)/D`` of the student (k, v)."""
     D = k.shape[-1]
     vals = (k @ k_star, k @ k, v @ v_star, v @ v, k @ v_star, v @ k_star, k @ v)
-    return Overlaps7(*(float(x) / D for x in vals))
+    return ERMOverlaps(*(float(x) / D for x in vals))
 
 
 def erm_objective(act: Activation, k, v, X, mask, y, lam_k, lam_v):
-    """The penalised empirical risk of spec 2.2 (sum over samples, 1/2 factors)."""
+    """The penalised empirical risk ``sum_mu 1/2 (y_mu - f(X_mu))^2 + lambda_k/2 |k|^2 + lambda_v/2 |v|^2`` (the
+    paper's eq. (15) with sums over samples and 1/2 factors)."""
     D = X.shape[-1]
     f = jnp.sum(act(X @ k / math.sqrt(D), mask) * (X @ v / math.sqrt(D)), axis=-1)
     return 0.5 * jnp.sum((y - f) ** 2) + 0.5 * lam_k * (k @ k) + 0.5 * lam_v * (v @ v)
@@ -68,9 +84,13 @@ def _value_and_grad(act, w, X, mask, y, lam_k, lam_v, c):
     return jax.value_and_grad(obj)(w)
 
 
+_LBFGS_STATUS = {0: "converged", 1: "max_iter"}  # SciPy's L-BFGS-B status codes; any other: "abnormal"
+
+
 class ERMResult(NamedTuple):
-    """Minimiser (k, v), final objective, training loss per sample ``(1/N) sum 1/2 (y - f)^2``, gradient norm,
-    L-BFGS iterations and SciPy's success flag."""
+    """Minimiser (k, v), final objective, training loss per sample ``(1/N) sum 1/2 (y - f)^2``, the final gradient
+    norm (the solver's residual), L-BFGS iterations, and the convergence report: ``converged`` (SciPy's success
+    flag) and ``status`` ("converged", "max_iter" or "abnormal": the line search failed, e.g. at round-off)."""
 
     k: np.ndarray
     v: np.ndarray
@@ -78,12 +98,14 @@ class ERMResult(NamedTuple):
     train_loss: float
     grad_norm: float
     n_iter: int
-    success: bool
+    converged: bool
+    status: str
 
 
 def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gtol: float = 1e-8,
             max_iter: int = 5000) -> ERMResult:
-    """Minimise the objective from (k0, v0) by L-BFGS-B (float64, jitted value and gradient)."""
+    """Minimise the objective of :func:`erm_objective` from (k0, v0) by L-BFGS-B (float64, jitted value and gradient;
+    stops at |grad| <= ``gtol`` or after ``max_iter`` iterations, reported in ``ERMResult.converged``/``status``)."""
     if lam_k < 0 or lam_v < 0:
         raise ValueError(f"regularisations must be >= 0, got lambda_k={lam_k}, lambda_v={lam_v}")
     D = X.shape[-1]
@@ -100,7 +122,8 @@ def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gto
     k, v = r.x[:D], r.x[D:]
     val, g = fg(r.x)
     reg = 0.5 * lam_k * k @ k + 0.5 * lam_v * v @ v
-    return ERMResult(k, v, val, (val - reg) / X.shape[0], float(np.linalg.norm(g)), int(r.nit), bool(r.success))
+    return ERMResult(k, v, val, (val - reg) / X.shape[0], float(np.linalg.norm(g)), int(r.nit), bool(r.success),
+                     _LBFGS_STATUS.get(int(r.status), "abnormal"))
 
 
 def informed_start(k_star, v_star, model: str, nu, scale: float | None = None):
@@ -112,6 +135,7 @@ def informed_start(k_star, v_star, model: str, nu, scale: float | None = None):
 
 
 def random_start(key, D: int):
+    """A random start: Gaussian k, v rescaled to |k|^2 = |v|^2 = D."""
     kk, kv = jax.random.split(key)
     k, v = jax.random.normal(kk, (D,)), jax.random.normal(kv, (D,))
     return (np.asarray(k * math.sqrt(D) / jnp.linalg.norm(k)), np.asarray(v * math.sqrt(D) / jnp.linalg.norm(v)))
@@ -123,7 +147,7 @@ def ridge_solution(X1, y, lam_v):
     return np.linalg.solve(X1.T @ X1 / D + lam_v * np.eye(D), X1.T @ y / math.sqrt(D))
 
 
-def overlap_risk7(key, act: Activation, model: str, nu, L, o: Overlaps7, n: int, noise_std: float = 0.0):
+def erm_overlap_risk(key, act: Activation, model: str, nu, L, o: ERMOverlaps, n: int, noise_std: float = 0.0):
     """Test error ``E[(y - f)^2]`` of a student with overlaps ``o`` (off M allowed), by Monte Carlo: (mean, SE).
 
     Per token, ``chi = m_k chi* + m_kv zeta* + r_1`` and ``z = m_vk chi* + m_v zeta* + r_2`` with (r_1, r_2) Gaussian

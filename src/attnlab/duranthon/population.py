@@ -1,6 +1,6 @@
-r"""Population level (alpha = infinity) of Duranthon et al. (spec 3): risk on M, Bayes risk, linear closed forms.
+r"""Population level (alpha = infinity) of Duranthon et al. (2025): risk on M, Bayes risk, linear closed forms.
 
-**Risk on M from four overlaps (spec 3.2) [I, verified here].** With ``chi = m_k chi* + s_k a``,
+**Risk on M from four overlaps (derived here, verified against R^D).** With ``chi = m_k chi* + s_k a``,
 ``s_k = sqrt(q_k - m_k^2)`` and ``a`` i.i.d. N(0, 1)::
 
     E(m_k, q_k, m_v, q_v) = 1 + noise_std^2 - 2 m_v A + q_v B,     A = E[sigma(chi)_{eps*}],   B = E[|sigma(chi)|^2]
@@ -11,17 +11,17 @@ r"""Population level (alpha = infinity) of Duranthon et al. (spec 3): risk on M,
 risks are re-evaluated on fresh samples so that the optimisation does not bias them. The formula is checked against
 the predictor evaluated on sequences in R^D (:func:`mc_risk_in_RD`) in the tests and in the presets.
 
-**Bayes risk (spec 3.3).** ``E_Bayes = 1 + noise_std^2 - E|softmax(c_nu chi*)|^2`` with c_nu = sqrt(nu) (spiked),
+**Bayes risk (Prop. 4.2).** ``E_Bayes = 1 + noise_std^2 - E|softmax(c_nu chi*)|^2`` with c_nu = sqrt(nu) (spiked),
 nu (max); for L <= 2 by 1-D quadrature (``delta = chi_1 - chi_2 ~ N(sqrt(nu), 2)`` for spiked, ``N(0, 2)`` for
 max-SLR: ``E_Bayes = E[1/(2 cosh^2(c_nu delta/2))]``), otherwise by Monte Carlo.
 
-**Linear attention, exact (spec 3.4).** With ``sigma = 1 + kappa chi*`` (s_k = 0), ``A = 1 + kappa a_1`` and
-``B = b_0 + 2 kappa b_1 + kappa^2 b_2`` are quadratic in u = (1, kappa), so ``sup A^2/B = a^T Bm^{-1} a`` with
-a = (1, a_1), Bm = [[b_0, b_1], [b_1, b_2]] (generalised Rayleigh quotient; the optimal u is Bm^{-1} a). Spiked:
-a_1 = b_1 = sqrt(nu), b_0 = E[L], b_2 = E[L] + nu. Max: a_1 = E[mu_L(nu)], b_1 = 0, b_0 = b_2 = E[L], with
-``mu_L(nu) = E[chi*_{eps*}] = nu (1 - E|softmax(nu chi)|^2)`` (Stein's lemma on i.i.d. chi) and
-``mu_L(inf) = E[max of L i.i.d. N(0,1)]``. For fixed L this reproduces ``L(L-1)/(L^2 + nu(L-1))`` (spiked) and
-``1 - (1 + mu_L^2)/L`` (max).
+**Linear attention, exact (the paper's eq. (12) gives its large-nu form).** With ``sigma = 1 + kappa chi*`` (s_k = 0),
+``A = 1 + kappa a_1`` and ``B = b_0 + 2 kappa b_1 + kappa^2 b_2`` are quadratic in u = (1, kappa), so ``sup A^2/B =
+a^T Bm^{-1} a`` with a = (1, a_1), Bm = [[b_0, b_1], [b_1, b_2]] (generalised Rayleigh quotient; the optimal u is
+Bm^{-1} a). Spiked: a_1 = b_1 = sqrt(nu), b_0 = E[L], b_2 = E[L] + nu. Max: a_1 = E[mu_L(nu)], b_1 = 0, b_0 = b_2 =
+E[L], with ``mu_L(nu) = E[chi*_{eps*}] = nu (1 - E|softmax(nu chi)|^2)`` (Stein's lemma on i.i.d. chi) and ``mu_L(inf)
+= E[max of L i.i.d. N(0,1)]``. For fixed L this reproduces ``L(L-1)/(L^2 + nu(L-1))`` (spiked) and ``1 - (1 +
+mu_L^2)/L`` (max).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def bayes_risk_is(key, nu, L, n: int, noise_std: float = 0.0, defensive: float =
     r"""Bayes risk of spiked-SLR, ``1 + noise^2 - E|softmax(sqrt(nu) chi*)|^2``, by importance sampling: (mean, SE).
 
     At large nu the excess ``1 - |softmax|^2`` is of order e^{-nu/4}/sqrt(nu) and comes from the rare confusion
-    events ``chi*_l ~ chi*_{eps*}`` (spec 7 item 4): plain Monte Carlo sees a handful of them. With the signal token
+    events ``chi*_l ~ chi*_{eps*}``: plain Monte Carlo sees a handful of them. With the signal token
     at index 0 (``chi_0 = sqrt(nu) + z_0``, ``chi_l = z_l``, z standard normal), the proposal is the mixture
     ``q = d p + (1 - d)/(L - 1) sum_{l >= 1} q_l``, where ``q_l`` shifts ``z_0`` by ``-sqrt(nu)/2`` and ``z_l`` by
     ``+sqrt(nu)/2`` (so that ``chi_l - chi_0 ~ N(0, 2)``: the confusion is typical under q_l) and ``d`` =
@@ -202,13 +202,13 @@ def linear_risk(model: str, nu, L, noise_std: float = 0.0, key=None, n: int = 40
 
 
 def linear_spiked_fixed_L(nu, L: int) -> float:
-    """The spec's closed form ``L(L-1) / (L^2 + nu(L-1))`` (spiked-SLR, fixed L, noiseless)."""
+    """The closed form ``L(L-1) / (L^2 + nu(L-1))`` (spiked-SLR, fixed L, noiseless)."""
     check_model("spiked", nu)
     return L * (L - 1) / (L * L + nu * (L - 1))
 
 
 def centred_linear_spiked_asymptote(nu, L: int) -> float:
-    """The spec's large-nu statement for the centred linearisation on spiked-SLR: ``(L - 1)/nu`` [I]."""
+    """The large-nu asymptote of the centred linearisation on spiked-SLR: ``(L - 1)/nu``."""
     return (L - 1) / nu
 
 
@@ -232,7 +232,8 @@ def _frozen(key, model, nu, L, n):
 
 
 def overlap_risk(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n: int, noise_std: float = 0.0):
-    """Risk on M from the four overlaps (spec 3.2) by Monte Carlo: (mean, standard error)."""
+    """Risk on M from the four overlaps, ``1 + noise_std^2 - 2 m_v A + q_v B`` (module
+    docstring), by Monte Carlo: (mean, standard error)."""
     if q_k < m_k**2 - 1e-12 or q_v < m_v**2 - 1e-12:
         raise ValueError(f"need q >= m^2 (Cauchy-Schwarz), got (m_k, q_k, m_v, q_v) = {(m_k, q_k, m_v, q_v)}")
     s, a = _frozen(key, model, nu, L, n)
@@ -264,7 +265,7 @@ def _ratio_risk(we, w2, noise_std):
 
 def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000, noise_std: float = 0.0,
                       kappa_max: float = 30.0, optimise_c: bool = True) -> OptimalScale:
-    """Minimise ``1 - A^2/B`` over the key scale kappa in [0, kappa_max] (s_k = 0, spec 3.2), and over the erf
+    """Minimise ``1 - A^2/B`` over the key scale kappa in [0, kappa_max] (s_k = 0), and over the erf
     shift c when ``act`` is erf and ``optimise_c``; on frozen samples, then re-evaluated on fresh ones."""
     nu = check_model(model, nu)
     if kappa_max <= 0:

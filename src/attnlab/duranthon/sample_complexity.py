@@ -1,21 +1,25 @@
-r"""Theory against simulation along alpha (Duranthon et al., spec 4-5): the driver behind the
-``duranthon-sample-complexity`` preset. Informed starts only; lambda fixed or chosen by grid search.
+r"""Theory against simulation along alpha = N/D (Duranthon et al. 2025, Sec. 4-5): the drivers behind the
+``duranthon-sample-complexity`` and ``duranthon-low-snr`` presets. Informed starts only in the first; lambda fixed
+or chosen by grid search.
 
 For each activation and each alpha:
 
 * lambda (``lam_grid`` given, lambda_k = lambda_v): the replica fixed point at every lambda of the grid on every
   frozen set, and the lambda whose replica test error (mean over sets) is lowest, as the paper tunes its
-  regularisation "by grid search" (spec 5; grid U); with ``grid_rs_stable`` (default) only among the lambdas where
-  every set's fixed point is RS-stable (replicon eigenvalue < 1, :func:`attnlab.duranthon.replica.at_eigenvalue`): an RS
-  prediction past the AT line is not trusted to pick lambda. The replica and ERM columns below are at that lambda;
+  regularisation "by grid search" (its grid is not given: ours is the caller's); with ``grid_rs_stable`` (default)
+  only among the lambdas where every set's fixed point is RS-stable (replicon eigenvalue < 1,
+  :func:`attnlab.duranthon.replica.at_eigenvalue`): an RS prediction past the AT line is not trusted to pick lambda.
+  The replica and ERM columns below are at that lambda;
 
 * replica: :func:`attnlab.duranthon.replica.solve_replica` on ``n_sets`` independent frozen sample sets, continued in
   alpha (each set starts from its fixed point at the previous alpha, the first from the informed point); test error
-  (spec 3.2 formula) per set, its mean, and an SE combining the spread over sets with the formula's Monte Carlo SE;
-* simulation: L-BFGS ERM (informed start) at ``D = sqrt_ND / sqrt(alpha)``, ``N = alpha D`` (the spec 5 size rule),
-  ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set;
-* Bayes-optimal (spiked-SLR, and max-SLR at nu = inf; spec 4.3): :func:`attnlab.duranthon.replica.solve_bayes_optimal`
-  on a frozen set of ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
+  (the risk-on-M formula of four overlaps, :func:`attnlab.duranthon.population.overlap_risk`) per set, its mean, and
+  an SE combining the spread over sets with the formula's Monte Carlo SE;
+* simulation: L-BFGS ERM (informed start) at ``D = sqrt_ND / sqrt(alpha)``, ``N = alpha D`` (sqrt(N D) fixed),
+  ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set, and each fit's convergence
+  report (``sim_converged``, ``sim_status``);
+* Bayes-optimal (spiked-SLR, and max-SLR at nu = inf): :func:`attnlab.duranthon.replica.solve_bayes_optimal` on a
+  frozen set of ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import xarray as xr
 
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.data import sample_sequences, sample_teacher_sqrtD
-from attnlab.duranthon.erm import fit_erm, fresh_test_error, informed_start, overlaps7
+from attnlab.duranthon.erm import ERMOverlaps, erm_overlaps, fit_erm, fresh_test_error, informed_start
 from attnlab.duranthon.population import bayes_risk_mc, overlap_risk
 from attnlab.duranthon.replica import (
     bayes_optimal_test_error,
@@ -41,7 +45,7 @@ from attnlab.duranthon.replica import (
 __all__ = ["theory_vs_simulation", "low_snr_diagnostics"]
 
 _ORDER = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
-_SIM = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")
+_SIM = ERMOverlaps.names()
 
 
 def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: float,
@@ -70,6 +74,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     lam_opt = np.full((n_a, n_al, 2), np.nan)
     sim = np.full((n_a, n_al, n_seeds, 7), np.nan)
     sim_train, sim_test = np.full((n_a, n_al, n_seeds), np.nan), np.full((n_a, n_al, n_seeds), np.nan)
+    sim_conv, sim_status = np.zeros((n_a, n_al, n_seeds), bool), np.full((n_a, n_al, n_seeds), "", dtype=object)
     sizes = np.zeros((n_al, 2), int)
     k_rep, k_sim, k_risk, k_bayes = jax.random.split(key, 4)
     sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica) for s in range(n_sets)]
@@ -140,8 +145,9 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                 k_star, v_star = sample_teacher_sqrtD(kt, D)
                 b = sample_sequences(kd, k_star, v_star, model, nu, L, N)
                 e = fit_erm(act, b.X, b.mask, b.y, lk, lv, *informed_start(k_star, v_star, model, nu, scale=c0))
-                sim[a, i, seed] = np.asarray(overlaps7(e.k, e.v, k_star, v_star))
+                sim[a, i, seed] = erm_overlaps(e.k, e.v, k_star, v_star).as_array()
                 sim_train[a, i, seed] = e.train_loss
+                sim_conv[a, i, seed], sim_status[a, i, seed] = e.converged, e.status
                 # test chunks of the training shape (N, D): no extra compilation of the sampler
                 sim_test[a, i, seed] = fresh_test_error(kf, act, e.k, e.v, k_star, v_star, model, nu, L, n_test,
                                                         chunk=N)[0]
@@ -171,7 +177,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "replica_converged": (("activation", "alpha", "set"), rep_conv, u),
         "replica_status": (("activation", "alpha", "set"), rep_status.astype(str), u),
         "replica_test_error_set": (("activation", "alpha", "set"), rep_test_set, u),
-        "replica_test_error": (("activation", "alpha"), rep_test, {**u, "long_name": "spec 3.2, mean over sets"}),
+        "replica_test_error": (("activation", "alpha"), rep_test, {**u, "long_name": "risk-on-M formula, mean over sets"}),
         "replica_test_error_se": (("activation", "alpha"), rep_test_se, u),
         "replica_at_eigenvalue": (("activation", "alpha", "set"), rep_at,
                                   {**u, "long_name": "replicon (AT) eigenvalue; RS stable iff < 1"}),
@@ -184,9 +190,11 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "sim_overlaps": (("activation", "alpha", "seed", "overlap"), sim, u),
         "sim_train_loss": (("activation", "alpha", "seed"), sim_train, u),
         "sim_test_error": (("activation", "alpha", "seed"), sim_test, {**u, "long_name": "fresh-set test error"}),
+        "sim_converged": (("activation", "alpha", "seed"), sim_conv, {**u, "long_name": "L-BFGS converged"}),
+        "sim_status": (("activation", "alpha", "seed"), sim_status.astype(str), u),
         "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
         "bayes_population": ((), bayes, u), "bayes_population_se": ((), bayes_se, u),
-        "bo_overlaps": (("alpha", "bo_order"), bo, {**u, "long_name": "Bayes-optimal (q_k, q_v), spec 4.3"}),
+        "bo_overlaps": (("alpha", "bo_order"), bo, {**u, "long_name": "Bayes-optimal (q_k, q_v)"}),
         "bo_test_error": (("alpha",), bo_test, {**u, "long_name": "Bayes-optimal test error (spiked; max at nu=inf)"}),
         "bo_test_error_se": (("alpha",), bo_se, u),
         "bo_residual": (("alpha",), bo_res, u), "bo_converged": (("alpha",), bo_conv, u),
@@ -218,10 +226,11 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     point started at the previous fixed point of the same branch; after a point that does not converge the rest of
     that path is marked "continuation_stopped". Every point keeps its convergence report
     (status, residual, evaluations), the training objective per sample, the fraction of samples whose proximal
-    problem is non-convex, the jump terms of V_hat, and the test error (spec 3.2 formula, Monte Carlo SE).
+    problem is non-convex, the jump terms of V_hat, and the test error (risk-on-M formula, Monte Carlo SE).
 
     ERM: L-BFGS at ``D = sqrt_ND/sqrt(alpha)``, ``N = alpha D``, ``n_seeds`` data sets, from the informed start and
-    from a random start (same data), at every lambda: overlaps, training objective, fresh-set test error."""
+    from a random start (same data), at every lambda: overlaps, training objective, fresh-set test error and each
+    fit's convergence report."""
     from attnlab.duranthon.erm import random_start
     from attnlab.duranthon.replica import standard_starts
 
@@ -242,6 +251,7 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     test, test_se = np.full(shp, np.nan), np.full(shp, np.nan)
     sim = np.full((n_al, n_l, 2, n_seeds, 7), np.nan)
     sim_obj, sim_train, sim_test = (np.full((n_al, n_l, 2, n_seeds), np.nan) for _ in range(3))
+    sim_conv, sim_status = np.zeros((n_al, n_l, 2, n_seeds), bool), np.full((n_al, n_l, 2, n_seeds), "", dtype=object)
     sizes = np.zeros((n_al, 2), int)
     k_rep, k_sim, k_risk = jax.random.split(key, 3)
     sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica, qmc=qmc) for s in range(n_sets)]
@@ -290,9 +300,10 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
             for m, lam in enumerate(lams):
                 for st, init in enumerate(inits):
                     e = fit_erm(act, bt.X, bt.mask, bt.y, lam, lam, *init)
-                    o = overlaps7(e.k, e.v, k_star, v_star)
-                    sim[i, m, st, seed] = np.asarray(o)
+                    o = erm_overlaps(e.k, e.v, k_star, v_star)
+                    sim[i, m, st, seed] = o.as_array()
                     sim_train[i, m, st, seed] = e.train_loss
+                    sim_conv[i, m, st, seed], sim_status[i, m, st, seed] = e.converged, e.status
                     sim_obj[i, m, st, seed] = e.train_loss + lam * (float(o.q_k) + float(o.q_v)) / (2 * alpha)
                     sim_test[i, m, st, seed] = fresh_test_error(kf, act, e.k, e.v, k_star, v_star, model, nu, L,
                                                                 n_test, chunk=N)[0]
@@ -317,6 +328,8 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
         "sim_overlaps": (sd + ("overlap",), sim, u),
         "sim_train_loss": (sd, sim_train, u), "sim_objective": (sd, sim_obj, u),
         "sim_test_error": (sd, sim_test, {**u, "long_name": "fresh-set test error"}),
+        "sim_converged": (sd, sim_conv, {**u, "long_name": "L-BFGS converged"}),
+        "sim_status": (sd, sim_status.astype(str), u),
         "D": (("alpha",), sizes[:, 0], u), "N": (("alpha",), sizes[:, 1], u),
     }
     coords = {"alpha": alphas, "lam": lams, "jacobian": list(jacobians), "branch": branches,
