@@ -29,7 +29,7 @@ def test_get_preset_imports_only_its_paper_module():
     """A process that needs one preset (a Dask worker, ``attnlab run``) imports that paper's module only; unknown
     names still fail with the one-line error, and a name whose prefix is no paper module is looked up in all."""
     code = ("import sys; from attnlab.registry import get_preset; get_preset('marion-manifold'); "
-            "print(sorted(m for m in sys.modules if m.startswith('attnlab.registry.')))")
+            "print(sorted(m for m in sys.modules if m.endswith('.presets') and m.startswith('attnlab.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['attnlab.marion.presets']"
     from attnlab.errors import AttnlabError
