@@ -1,0 +1,249 @@
+"""Metrics and checks of the Duranthon et al. presets (population, activation table, sample complexity, low SNR):
+each ``summarize_*`` turns a preset's dataset into ``(metrics, checks)``."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+import xarray as xr
+
+from attnlab.registry import Check
+
+if TYPE_CHECKING:
+    from attnlab.duranthon.presets import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
+
+ROUND_OFF = 1e-10  # absolute floor of tolerances: at L = 1 every risk is 0 up to float64 round-off
+
+
+def _tag(model, L, nu):
+    return f"{model}_L{L}_nu{nu:g}"
+
+
+def summarize_population(ds: xr.Dataset, cfg: PopulationConfig):
+    metrics, checks = {}, []
+    acts = list(ds.activation.values)
+    for model in ds.model.values:
+        for L in ds.L.values:
+            for nu in ds.nu.values:
+                p = ds.sel(model=model, L=L, nu=nu)
+                tag = _tag(model, int(L), float(nu))
+                metrics[f"bayes_risk_{tag}"] = float(p.bayes_risk)
+                metrics[f"linear_closed_form_risk_{tag}"] = float(p.linear_closed_form)
+                for a in acts:
+                    metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
+                if "linear" in acts:
+                    q = p.sel(activation="linear")
+                    checks.append(Check(f"linear closed form vs MC-optimised linear, {tag}", float(p.linear_closed_form),
+                                        float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.linear_closed_form_se)),
+                                        "5 SE"))
+                if "softmax" in acts:
+                    q = p.sel(activation="softmax")
+                    checks.append(Check(f"Bayes risk vs MC-optimised softmax (Prop. 4.2), {tag}", float(p.bayes_risk),
+                                        float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.bayes_risk_se)) + ROUND_OFF,
+                                "5 SE + 1e-10 round-off"))
+                if int(L) <= 2:
+                    checks.append(Check(f"Bayes quadrature vs Monte Carlo, {tag}", float(p.bayes_risk),
+                                        float(p.bayes_risk_mc), 5 * float(p.bayes_risk_mc_se), "5 SE"))
+                elif str(model) == "spiked":
+                    checks.append(Check(f"Bayes importance sampling vs plain Monte Carlo, {tag}", float(p.bayes_risk),
+                                        float(p.bayes_risk_mc),
+                                        5 * math.hypot(float(p.bayes_risk_mc_se), float(p.bayes_risk_se)), "5 SE"))
+    checks.append(Check(f"risk on M from 4 overlaps vs predictor in R^D ({ds.attrs['overlap_check']})",
+                        float(ds.overlap_formula_risk), float(ds.overlap_rd_risk),
+                        5 * math.hypot(float(ds.overlap_formula_risk_se), float(ds.overlap_rd_risk_se)), "5 SE"))
+    if "softmax" in acts and "linear" in acts:
+        metrics["min_linear_minus_softmax"] = float((ds.risk.sel(activation="linear")
+                                                     - ds.risk.sel(activation="softmax")).min())
+    return metrics, checks
+
+
+def _penalty(ds, model, act):
+    """Variable-L risk minus the mean of the fixed-L optima (L = 1, 2, 3), with its SE."""
+    sub = ds.sel(activation=act).where(ds.model == model, drop=True)
+    var = sub.where(sub.variable_L, drop=True)
+    fixed = sub.where(~sub.variable_L, drop=True)
+    value = float(var.risk.values[0]) - float(fixed.risk.mean())
+    err = math.sqrt(float(var.risk_se.values[0]) ** 2 + float((fixed.risk_se**2).sum()) / fixed.sizes["setting"] ** 2)
+    return value, err
+
+
+def summarize_activations(ds: xr.Dataset, cfg: ActivationsConfig):
+    metrics, checks = {}, []
+    for s in ds.setting.values:
+        p = ds.sel(setting=s)
+        tag = s.replace(" ", "_").replace("~", "").replace("{", "").replace("}", "").replace(",", "").replace("=", "")
+        metrics[f"bayes_risk_{tag}"] = float(p.bayes_risk)
+        metrics[f"linear_closed_form_risk_{tag}"] = float(p.linear_closed_form)
+        for a in ds.activation.values:
+            metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
+        if "linear" in ds.activation.values:
+            q = p.sel(activation="linear")
+            checks.append(Check(f"linear closed form vs MC-optimised linear, {s}", float(p.linear_closed_form),
+                                float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.linear_closed_form_se)) + ROUND_OFF,
+                                "5 SE + 1e-10 round-off"))
+        if "softmax" in ds.activation.values and math.isfinite(float(p.nu)):
+            q = p.sel(activation="softmax")
+            checks.append(Check(f"Bayes risk vs MC-optimised softmax (shared k, v), {s}", float(p.bayes_risk),
+                                float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.bayes_risk_se)) + ROUND_OFF,
+                                "5 SE + 1e-10 round-off"))
+    for model in ("spiked", "max"):
+        for a in ds.activation.values:
+            metrics[f"variable_L_penalty_{model}_{a}"], metrics[f"variable_L_penalty_{model}_{a}_se"] = \
+                _penalty(ds, model, a)
+    return metrics, checks
+
+
+def _erm_status(ds: xr.Dataset, metrics: dict) -> None:
+    """Add ``erm_unconverged_fits``, the number of L-BFGS fits that did not converge (``sim_converged`` false), when
+    the dataset records each fit's convergence."""
+    if "sim_converged" in ds:
+        metrics["erm_unconverged_fits"] = int((~ds.sim_converged.values.astype(bool)).sum())
+
+
+def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
+    metrics = {"bayes_risk": float(ds.bayes_population),
+               "fixed_points_converged_fraction": float(ds.replica_converged.mean())}
+    checks, gaps = [], []
+    for a in ds.activation.values:
+        for al in ds.alpha.values:
+            p = ds.sel(activation=a, alpha=al)
+            sim = p.sim_test_error.values
+            sim_mean, sim_se = float(sim.mean()), float(sim.std(ddof=1) / math.sqrt(sim.size))
+            metrics[f"{a}_sim_test_error_alpha{al:g}"] = sim_mean
+            metrics[f"{a}_replica_test_error_alpha{al:g}"] = float(p.replica_test_error)
+            if "lambda_opt" in ds:
+                metrics[f"{a}_lambda_alpha{al:g}"] = float(p.lambda_opt.sel(lam_kv="lambda_k"))
+            if bool(p.replica_converged.all()) and math.isfinite(float(p.replica_test_error)):
+                gaps.append(abs(float(p.replica_test_error) - sim_mean))
+                checks.append(Check(f"replica vs ERM test error, {a}, alpha={al:g} (D={int(ds.D.sel(alpha=al))})",
+                                    float(p.replica_test_error), sim_mean,
+                                    5 * math.hypot(sim_se, float(p.replica_test_error_se)),
+                                    f"5 SE ({sim.size} ERM seeds, {ds.sizes['set']} frozen sets)"))
+    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    _erm_status(ds, metrics)
+    if "replica_at_eigenvalue" in ds:
+        metrics["max_at_eigenvalue"] = float(np.nanmax(ds.replica_at_eigenvalue.values))
+    if "replica_converged_grid" in ds and ds.sizes["lam_grid"] > 1:
+        metrics["grid_fixed_points_converged_fraction"] = float(ds.replica_converged_grid.mean())
+    if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
+        metrics["bo_fixed_points_converged_fraction"] = float(ds.bo_converged.mean())
+        for al in ds.alpha.values:
+            p = ds.sel(alpha=al)
+            bo, bo_se = float(p.bo_test_error), float(p.bo_test_error_se)
+            metrics[f"bo_test_error_alpha{al:g}"] = bo
+            if not math.isfinite(bo):
+                continue
+            # BO lies below every ERM curve, and above the population Bayes risk
+            for a in ds.activation.values:
+                q = p.sel(activation=a)
+                if math.isfinite(float(q.replica_test_error)):
+                    erm = float(q.replica_test_error)
+                    tol = 5 * math.hypot(bo_se, float(q.replica_test_error_se))
+                    checks.append(Check(f"Bayes-optimal <= ERM replica ({a}), alpha={al:g}: max(0, BO - ERM)", 0.0,
+                                        max(0.0, bo - erm), tol, "one-sided, 5 SE"))
+            floor = float(ds.bayes_population)
+            tol = 5 * math.hypot(bo_se, float(ds.bayes_population_se))
+            checks.append(Check(f"Bayes-optimal >= population Bayes risk, alpha={al:g}: max(0, Bayes - BO)", 0.0,
+                                max(0.0, floor - bo), tol, "one-sided, 5 SE"))
+    return metrics, checks
+
+
+def _mean_se(x, axis):
+    x = np.asarray(x, dtype=float)
+    n = np.sum(np.isfinite(x), axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nanmean(x, axis=axis), np.nanstd(x, axis=axis, ddof=1) / np.sqrt(n)
+
+
+def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
+    """Metrics per (alpha, lambda, V_hat estimator, branch): replica test error (mean over frozen sets), ERM test
+    error per start (mean over seeds), their gap, the non-convex fraction and the jump terms' z-scores. Checks: at the
+    largest lambda (the control, where the proximal problem is convex) the replica matches ERM (5 SE) and the jump
+    terms vanish (5 SE); wherever no sample is non-convex the jump terms vanish (5 SE)."""
+    metrics = {"fixed_points_converged_fraction": float(ds.replica_converged.mean())}
+    checks, gaps = [], []
+    lam_max = float(ds.lam.max())
+    for al in ds.alpha.values:
+        for lam in ds.lam.values:
+            p = ds.sel(alpha=al, lam=lam)
+            tag = f"alpha{al:g}_lam{lam:g}"
+            st, st_se = _mean_se(p.sim_test_error.values, -1)  # per start
+            for k, start in enumerate(ds.start.values):
+                metrics[f"sim_test_error_{start}_{tag}"] = float(st[k])
+            so = np.nanmean(p.sim_objective.values, -1)
+            metrics[f"sim_objective_informed_minus_random_{tag}"] = float(so[0] - so[1])
+            for jac in ds.jacobian.values:
+                for br in ds.branch.values:
+                    q = p.sel(jacobian=jac, branch=br)
+                    conv = bool(q.replica_converged.all())
+                    te, te_se = _mean_se(q.replica_test_error.values, 0)
+                    te_se = float(np.hypot(te_se, np.nanmean(q.replica_test_error_se.values)))
+                    key = f"{jac}_{br}_{tag}"
+                    metrics[f"replica_test_error_{key}"] = float(te)
+                    metrics[f"replica_converged_{key}"] = float(conv)
+                    metrics[f"replica_objective_{key}"] = float(q.replica_objective.mean())
+                    metrics[f"nonconvex_fraction_{key}"] = float(q.replica_nonconvex_fraction.mean())
+                    if "replica_at_eigenvalue" in q:
+                        metrics[f"at_eigenvalue_max_{key}"] = float(np.nanmax(q.replica_at_eigenvalue.values)) \
+                            if np.isfinite(q.replica_at_eigenvalue.values).any() else float("nan")
+                    for sec in ("k", "v"):
+                        j = q.replica_jump.sel(jump=f"jump_{sec}").values
+                        js = q.replica_jump.sel(jump=f"jump_{sec}_se").values
+                        z = float(np.nanmax(np.abs(j) / js)) if np.isfinite(j).any() else float("nan")
+                        metrics[f"jump_{sec}_max_z_{key}"] = z
+                    if conv and math.isfinite(float(te)):
+                        gap = float(te) - float(st[0])
+                        metrics[f"gap_vs_informed_erm_{key}"] = gap
+                        gaps.append(abs(gap))
+                        tol = 5 * math.hypot(te_se, float(st_se[0]))
+                        if float(lam) == lam_max and br == "informed":
+                            checks.append(Check(f"replica ({jac} V_hat) vs informed ERM test error, control "
+                                                f"lambda={lam:g}, alpha={al:g}", float(te), float(st[0]), tol,
+                                                f"5 SE ({ds.sizes['seed']} ERM seeds, {ds.sizes['set']} sets)"))
+                    if jac == ds.jacobian.values[0] and conv:
+                        for s in ds.set.values:
+                            r = q.sel(set=s)
+                            if float(r.replica_nonconvex_fraction) == 0.0:
+                                for sec in ("k", "v"):
+                                    j = float(r.replica_jump.sel(jump=f"jump_{sec}"))
+                                    js = float(r.replica_jump.sel(jump=f"jump_{sec}_se"))
+                                    if math.isfinite(j):
+                                        checks.append(Check(f"V_hat_{sec}: Stein = pointwise where every proximal "
+                                                            f"problem is convex ({br}, lambda={lam:g}, alpha={al:g}, "
+                                                            f"set {int(s)})", 0.0, j, 5 * js + ROUND_OFF, "5 SE"))
+    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    _erm_status(ds, metrics)
+    if "replica_at_eigenvalue" in ds:
+        # where RS is locally unstable (replicon eigenvalue >= 1, :func:`attnlab.duranthon.replica.at_eigenvalue`) the RS
+        # fixed point, converged or not, is not the right description; the unconverged points are counted here
+        at, conv = ds.replica_at_eigenvalue.values, ds.replica_converged.values
+        tried = np.isfinite(at) & ~conv
+        metrics["unconverged_points"] = int(tried.sum())
+        metrics["unconverged_points_at_unstable_fraction"] = float((at[tried] >= 1).mean()) if tried.any() \
+            else float("nan")
+        for lam in ds.lam.values:
+            ok = ds.replica_converged.sel(lam=lam).values
+            a = ds.replica_at_eigenvalue.sel(lam=lam).values[ok]
+            metrics[f"at_eigenvalue_max_converged_lam{lam:g}"] = float(a.max()) if a.size else float("nan")
+        ok = ds.replica_converged.sel(lam=lam_max).values
+        a = ds.replica_at_eigenvalue.sel(lam=lam_max).values[ok]
+        if a.size:
+            checks.append(Check(f"RS stable at the control lambda={lam_max:g}: max(0, replicon eigenvalue - 1)", 0.0,
+                                max(0.0, float(a.max()) - 1.0), 0.0, "exact (AT condition rho(T) < 1)"))
+    return metrics, checks
+
+
+def _quiet(fn):
+    """Run ``fn`` without numpy's all-NaN RuntimeWarnings (points on a stopped continuation path are NaN)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return fn(*args, **kwargs)
+
+    return wrapped
