@@ -26,8 +26,8 @@ import time
 import jax
 import numpy as np
 
-import attnlab  # noqa: F401  (float64)
 from attnlab.duranthon.sample_complexity import theory_vs_simulation
+from attnlab.runtime import x64
 
 
 def main():
@@ -60,7 +60,8 @@ def main():
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB -> GB
         row = {"sqrt_ND": size, "D": int(ds.D.values[0]), "N": int(ds.N.values[0]), "erm_test": erm, "erm_se": se,
                "replica_test": rep, "gap": erm - rep, "gap_in_se": (erm - rep) / se, "wall_s": wall,
-               "peak_rss_gb": peak, "replica_converged": bool(ds.replica_converged.values.all())}
+               "peak_rss_gb": peak, "replica_converged": bool(ds.replica_converged.values.all()),
+               "erm_unconverged_fits": int((~ds.sim_converged.values).sum())}
         rows.append(row)
         reached = row
         print(f"{size:9.0f} {row['D']:6d} {row['N']:6d} {erm:9.4f} {se:7.4f} {rep:8.4f} {erm - rep:8.4f} "
@@ -73,4 +74,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with x64():  # L-BFGS and the replica solver in float64
+        main()

@@ -1,4 +1,5 @@
-"""Benchmark: one full replica theory curve (Duranthon et al., spec 4.2) with our solver against plain damped
+"""Benchmark: one full replica theory curve (Duranthon et al. 2025, reconstructed RS equations) with our solver
+against plain damped
 iteration, on the same integrals (the same frozen samples and the same jitted map), in the same process.
 
 Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3, 30 values of alpha (log-spaced
@@ -37,7 +38,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import attnlab  # noqa: F401  (float64)
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.replica import (
     compile_blocks,
@@ -47,6 +47,7 @@ from attnlab.duranthon.replica import (
     solve_replica,
     standard_starts,
 )
+from attnlab.runtime import x64
 
 
 def curve(act, alphas, lam, samples, init, **kw):
@@ -124,4 +125,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with x64():  # the solver compares residuals at 1e-8: float64
+        main()

@@ -1,1 +1,66 @@
-"""duranthon"""
+"""Softmax against linear attention in single-location regression: Duranthon, Marion, Boyer, Loureiro, Zdeborova,
+"Statistical advantage of softmax attention: insights from single-location regression" (2025, arXiv 2509.21936).
+
+Modules:
+
+* :mod:`attnlab.duranthon.activations` -- the attention-weight family sigma (softmax, linear, centred linear, erf,
+  softplus-normalised, user-defined);
+* :mod:`attnlab.duranthon.data` -- spiked-SLR and max-SLR samplers (fixed or random length), the teacher pair;
+* :mod:`attnlab.duranthon.population` -- population risks (alpha = infinity): risk on M, Bayes risk, linear closed forms;
+* :mod:`attnlab.duranthon.erm` -- L-BFGS empirical risk minimisation, its overlaps and test error;
+* :mod:`attnlab.duranthon.replica` -- the replica-symmetric fixed point of ERM and the Bayes-optimal state evolution;
+* :mod:`attnlab.duranthon.sample_complexity` -- theory against simulation along alpha and along lambda;
+* :mod:`attnlab.duranthon.presets` -- the presets' configs, runs and registration;
+* :mod:`attnlab.duranthon.summaries` -- the presets' metrics and checks;
+* :mod:`attnlab.duranthon.figures` -- the presets' figures.
+
+The functions re-exported here compute in float64 whatever the caller's JAX setting (:func:`attnlab.runtime.float64`);
+importing this package changes nothing in the process.
+"""
+
+from attnlab.duranthon import data as _data
+from attnlab.duranthon import erm as _erm
+from attnlab.duranthon import population as _population
+from attnlab.duranthon import replica as _replica
+from attnlab.duranthon.activations import ACTIVATIONS, Activation, activation, custom_activation
+from attnlab.duranthon.data import DuranthonBatch, LengthLaw, Scores, length_law
+from attnlab.duranthon.erm import ERMOverlaps, ERMResult
+from attnlab.duranthon.population import OptimalScale
+from attnlab.duranthon.replica import BOResult, FrozenSamples, Order, ReplicaResult
+from attnlab.runtime import float64
+
+sample_teacher_sqrtD = float64(_data.sample_teacher_sqrtD)
+sample_scores = float64(_data.sample_scores)
+sample_sequences = float64(_data.sample_sequences)
+
+bayes_risk_quad = float64(_population.bayes_risk_quad)
+bayes_risk_mc = float64(_population.bayes_risk_mc)
+bayes_risk_is = float64(_population.bayes_risk_is)
+linear_risk = float64(_population.linear_risk)
+overlap_risk = float64(_population.overlap_risk)
+optimal_key_scale = float64(_population.optimal_key_scale)
+mc_risk_in_RD = float64(_population.mc_risk_in_RD)
+
+fit_erm = float64(_erm.fit_erm)
+erm_overlaps = float64(_erm.erm_overlaps)
+erm_overlap_risk = float64(_erm.erm_overlap_risk)
+fresh_test_error = float64(_erm.fresh_test_error)
+
+frozen_samples = float64(_replica.frozen_samples)
+solve_replica = float64(_replica.solve_replica)
+continue_in_alpha = float64(_replica.continue_in_alpha)
+continue_in_lambda = float64(_replica.continue_in_lambda)
+replica_curve = float64(_replica.replica_curve)
+at_eigenvalue = float64(_replica.at_eigenvalue)
+solve_bayes_optimal = float64(_replica.solve_bayes_optimal)
+bayes_optimal_test_error = float64(_replica.bayes_optimal_test_error)
+
+__all__ = ["ACTIVATIONS", "Activation", "activation", "custom_activation",
+           "LengthLaw", "length_law", "Scores", "DuranthonBatch", "sample_teacher_sqrtD", "sample_scores",
+           "sample_sequences",
+           "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "linear_risk", "overlap_risk", "OptimalScale",
+           "optimal_key_scale", "mc_risk_in_RD",
+           "ERMOverlaps", "ERMResult", "fit_erm", "erm_overlaps", "erm_overlap_risk", "fresh_test_error",
+           "FrozenSamples", "frozen_samples", "Order", "ReplicaResult", "solve_replica", "continue_in_alpha",
+           "continue_in_lambda", "replica_curve", "at_eigenvalue", "BOResult", "solve_bayes_optimal",
+           "bayes_optimal_test_error"]
