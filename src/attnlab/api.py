@@ -1,9 +1,10 @@
 """The Python entry points: :func:`run` a preset and get its dataset, metrics, checks and figures back;
 :func:`presets` lists the catalogue.
 
-A run computes inside :func:`attnlab.runtime.x64` (float64, scoped: the caller's JAX setting is left as it was).
-With ``out`` it is written as a run directory by :mod:`attnlab.app.store`, exactly as ``attnlab run --out`` writes
-it; without, nothing touches the disk.
+A run computes inside :func:`attnlab.runtime.x64` (float64, scoped: the caller's JAX setting is left as it was),
+after :func:`attnlab.runtime.configure` (attnlab's XLA flags, effective if JAX has not started yet, and the
+persistent compilation cache), as the command line does. With ``out`` it is written as a run directory by
+:mod:`attnlab.app.store`, exactly as ``attnlab run --out`` writes it; without, nothing touches the disk.
 """
 
 from __future__ import annotations
@@ -96,13 +97,13 @@ def run(preset: str, *, quick: bool = False, seed: int = 0, out: str | Path | No
     """
     p = registry.get_preset(preset)
     config = registry.resolve_config(p, quick=quick, overrides=overrides)
+    runtime.configure()
     if out is None:
         outcome = execute(p, config, seed)
         return Run(p, config, seed, quick, outcome.data, outcome.metrics, outcome.checks, outcome.implementations,
                    outcome.elapsed_s)
     from attnlab.app import store
 
-    runtime.configure()
     res = store.run_preset(p, config, seed, quick=quick, out_dir=Path(out), force=force)
     s = res.summary
     checks = [registry.Check(c["name"], c["theory"], c["simulation"], c["tolerance"], c.get("basis", ""))
