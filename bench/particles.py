@@ -26,10 +26,13 @@ import time
 import jax
 import jax.numpy as jnp
 
-import attnlab  # noqa: F401  (float64)
+from attnlab import runtime
 from attnlab.bruno import native
 from attnlab.bruno.attention import attention, attention_dense
 from attnlab.bruno.initial import uniform_sphere
+
+runtime.configure()  # this script is its own process: attnlab's XLA flags and compile cache,
+jax.config.update("jax_enable_x64", True)  # and float64 throughout, as the presets run
 
 EYE = jnp.eye(3)
 BETA = 30.0

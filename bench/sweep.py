@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import attnlab  # noqa: F401
 from attnlab.app import sweep as engine
 from attnlab.registry import get_preset
 

@@ -24,10 +24,13 @@ import time
 
 import jax
 
-import attnlab  # noqa: F401
+from attnlab import runtime
 from attnlab.registry import all_presets, resolve_config
 from attnlab.sakai.reference import sample_reference
 from attnlab.sakai.sampler import sample_first_token
+
+runtime.configure()  # this script is its own process: attnlab's XLA flags and compile cache,
+jax.config.update("jax_enable_x64", True)  # and float64 throughout, as the presets run
 
 PAPER_PRESETS = ("sakai-vary-width", "sakai-vary-heads", "sakai-scores", "sakai-low-rank", "sakai-relu")
 
