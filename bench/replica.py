@@ -1,6 +1,6 @@
 """Benchmark: one full replica theory curve (Duranthon et al. 2025, reconstructed RS equations) with our solver
-against plain damped
-iteration, on the same integrals (the same frozen samples and the same jitted map), in the same process.
+against plain damped iteration, on the same integrals (the same frozen samples and the same jitted map), in the same
+process.
 
 Curve: softmax attention on spiked-SLR, nu = 2, L = 3, lambda_k = lambda_v = 0.3, 30 values of alpha (log-spaced
 0.5 to 20), frozen sets of 1000 samples.

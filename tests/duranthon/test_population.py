@@ -21,13 +21,13 @@ import scipy.optimize
 
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.data import sample_teacher_sqrtD
+from attnlab.duranthon.erm import fresh_test_error
 from attnlab.duranthon.population import (
     bayes_risk_is,
     bayes_risk_mc,
     bayes_risk_quad,
     linear_risk,
     linear_spiked_fixed_L,
-    mc_risk_in_RD,
     optimal_key_scale,
     overlap_risk,
     softmax_pair_risk,
@@ -114,7 +114,7 @@ def test_overlap_risk_against_the_predictor_in_RD():
         theory, tse = overlap_risk(jax.random.key(9), act, model, nu, L, *ov, n=100_000, noise_std=0.3)
         k, v = vectors_on_manifold(jax.random.key(10), k_star, v_star, *ov)
         assert abs(float(k @ k_star) / 40 - 1.3) < 1e-12 and abs(float(k @ v_star)) < 1e-10
-        sim, sse = mc_risk_in_RD(jax.random.key(11), act, k, v, k_star, v_star, model, nu, L, 8000, noise_std=0.3)
+        sim, sse = fresh_test_error(jax.random.key(11), act, k, v, k_star, v_star, model, nu, L, 8000, noise_std=0.3)
         assert abs(theory - sim) <= 5 * math.hypot(tse, sse), (name, theory, sim)
 
 

@@ -39,7 +39,6 @@ bayes_risk_is = float64(_population.bayes_risk_is)
 linear_risk = float64(_population.linear_risk)
 overlap_risk = float64(_population.overlap_risk)
 optimal_key_scale = float64(_population.optimal_key_scale)
-mc_risk_in_RD = float64(_population.mc_risk_in_RD)
 
 fit_erm = float64(_erm.fit_erm)
 erm_overlaps = float64(_erm.erm_overlaps)
@@ -59,7 +58,7 @@ __all__ = ["ACTIVATIONS", "Activation", "activation", "custom_activation",
            "LengthLaw", "length_law", "Scores", "DuranthonBatch", "sample_teacher_sqrtD", "sample_scores",
            "sample_sequences",
            "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "linear_risk", "overlap_risk", "OptimalScale",
-           "optimal_key_scale", "mc_risk_in_RD",
+           "optimal_key_scale",
            "ERMOverlaps", "ERMResult", "fit_erm", "erm_overlaps", "erm_overlap_risk", "fresh_test_error",
            "FrozenSamples", "frozen_samples", "Order", "ReplicaResult", "solve_replica", "continue_in_alpha",
            "continue_in_lambda", "replica_curve", "at_eigenvalue", "BOResult", "solve_bayes_optimal",

@@ -172,7 +172,8 @@ def erm_overlap_risk(key, act: Activation, model: str, nu, L, o: ERMOverlaps, n:
 
 def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu, L, n: int, noise_std=0.0,
                      chunk: int = 2000):
-    """Test error on a fresh set of ``n`` sequences drawn in R^D: (mean, SE)."""
+    """Test error ``E[(y - f(X))^2]`` of the predictor (k, v) on a fresh set of ``n`` sequences drawn in R^D (in
+    chunks of ``chunk`` sequences): (mean, SE)."""
     D = k_star.shape[-1]
     vals = []
     for key_i in jax.random.split(key, max(1, math.ceil(n / chunk))):

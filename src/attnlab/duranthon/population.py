@@ -9,7 +9,7 @@ r"""Population level (alpha = infinity) of Duranthon et al. (2025): risk on M, B
 ``E_pop(sigma) = 1 + noise_std^2 - sup_{m_k, s_k} A^2/B``. A and B are Monte Carlo means over frozen samples of
 :func:`attnlab.duranthon.data.sample_scores`; every returned risk carries its standard error, and optimised
 risks are re-evaluated on fresh samples so that the optimisation does not bias them. The formula is checked against
-the predictor evaluated on sequences in R^D (:func:`mc_risk_in_RD`) in the tests and in the presets.
+the predictor evaluated on sequences in R^D (:func:`attnlab.duranthon.erm.fresh_test_error`) in the tests and in the presets.
 
 **Bayes risk (Prop. 4.2).** ``E_Bayes = 1 + noise_std^2 - E|softmax(c_nu chi*)|^2`` with c_nu = sqrt(nu) (spiked),
 nu (max); for L <= 2 by 1-D quadrature (``delta = chi_1 - chi_2 ~ N(sqrt(nu), 2)`` for spiked, ``N(0, 2)`` for
@@ -39,11 +39,11 @@ import scipy.optimize
 import scipy.stats
 
 from attnlab.duranthon.activations import Activation, activation
-from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores, sample_sequences
+from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores
 
 __all__ = ["softmax_pair_risk", "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "expected_max_gaussian", "mu_max",
            "linear_risk", "linear_spiked_fixed_L", "overlap_risk", "ab_statistics", "OptimalScale", "optimal_key_scale",
-           "vectors_on_manifold", "mc_risk_in_RD", "centred_linear_spiked_asymptote"]
+           "vectors_on_manifold", "centred_linear_spiked_asymptote"]
 
 
 def _pair_bayes(c: float, shift: float) -> float:
@@ -244,7 +244,8 @@ def overlap_risk(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n:
 
 class OptimalScale(NamedTuple):
     """Result of :func:`optimal_key_scale`: the optimal key scale ``kappa`` (= m_k, s_k = 0), the erf shift ``c``,
-    the optimal value scale ``m_v = A/B``, and the risk ``1 - A^2/B`` re-evaluated on fresh samples with its SE."""
+    the optimal value scale ``m_v = A/B``, the risk ``1 - A^2/B`` re-evaluated on fresh samples with its SE, whether
+    kappa is at the search's upper end, and whether SciPy's optimiser reported convergence."""
 
     kappa: float
     c: float
@@ -252,6 +253,7 @@ class OptimalScale(NamedTuple):
     risk: float
     se: float
     at_bound: bool
+    converged: bool = True
 
 
 def _ratio_risk(we, w2, noise_std):
@@ -285,7 +287,7 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
         lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
         r = scipy.optimize.minimize_scalar(lambda x: neg(x, act_), bounds=(lo, hi), method="bounded",
                                            options={"xatol": 1e-6})
-        return float(r.x), float(r.fun)
+        return float(r.x), bool(r.success)
 
     if act.name == "erf" and optimise_c:
         def neg2(x):
@@ -296,13 +298,13 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
         r = scipy.optimize.minimize(neg2, x0, method="Nelder-Mead", bounds=[(0.0, kappa_max), (-4.0, 4.0)],
                                     options={"xatol": 1e-5, "fatol": 1e-10, "maxiter": 200})
         act = activation("erf", float(r.x[1]))
-        kappa = float(r.x[0])
+        kappa, converged = float(r.x[0]), bool(r.success)
     else:
-        kappa, _ = best_kappa(act)
+        kappa, converged = best_kappa(act)
     s2, a2 = _frozen(k_eval, model, nu, L, n)
     we, w2 = ab_statistics(act, s2, a2, kappa, 0.0)
     risk, se, m_v = _ratio_risk(we, w2, noise_std)
-    return OptimalScale(kappa, act.c, m_v, risk, se, bool(kappa > 0.999 * kappa_max))
+    return OptimalScale(kappa, act.c, m_v, risk, se, bool(kappa > 0.999 * kappa_max), converged)
 
 
 def vectors_on_manifold(key, k_star, v_star, m_k, q_k, m_v, q_v):
@@ -316,17 +318,3 @@ def vectors_on_manifold(key, k_star, v_star, m_k, q_k, m_v, q_v):
     k = m_k * k_star + math.sqrt(max(q_k - m_k**2, 0.0)) * e1
     v = m_v * v_star + math.sqrt(max(q_v - m_v**2, 0.0)) * e2
     return k, v
-
-
-def mc_risk_in_RD(key, act: Activation, k, v, k_star, v_star, model: str, nu, L, n: int, noise_std: float = 0.0,
-                  chunk: int = 2000):
-    """Monte Carlo ``E[(y - f(X))^2]`` with sequences drawn in R^D and the predictor evaluated on them: (mean, SE)."""
-    D = k_star.shape[-1]
-    n_chunks = max(1, math.ceil(n / chunk))
-    vals = []
-    for key_i in jax.random.split(key, n_chunks):
-        b = sample_sequences(key_i, k_star, v_star, model, nu, L, chunk, noise_std)
-        f = jnp.sum(act(b.X @ k / math.sqrt(D), b.mask) * (b.X @ v / math.sqrt(D)), axis=-1)
-        vals.append((b.y - f) ** 2)
-    vals = jnp.concatenate(vals)
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(vals.size))

@@ -28,13 +28,13 @@ import xarray as xr
 from attnlab.config import ExperimentConfig
 from attnlab.duranthon.activations import ACTIVATIONS, activation
 from attnlab.duranthon.data import LengthLaw, length_law, sample_teacher_sqrtD
+from attnlab.duranthon.erm import fresh_test_error
 from attnlab.duranthon.figures import plot_activations, plot_low_snr, plot_population, plot_sample_complexity
 from attnlab.duranthon.population import (
     bayes_risk_is,
     bayes_risk_mc,
     bayes_risk_quad,
     linear_risk,
-    mc_risk_in_RD,
     optimal_key_scale,
     overlap_risk,
     vectors_on_manifold,
@@ -107,7 +107,7 @@ class PopulationConfig(ExperimentConfig):
 def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
     shape = (len(cfg.models), len(cfg.Ls), len(cfg.nus))
     risk = np.zeros(shape + (len(cfg.activations),))
-    risk_se, kappa = np.zeros_like(risk), np.zeros_like(risk)
+    risk_se, kappa, kappa_conv = np.zeros_like(risk), np.zeros_like(risk), np.ones(risk.shape, bool)
     bayes, bayes_se, bayes_mc, bayes_mc_se, lin, lin_se = (np.zeros(shape) for _ in range(6))
     total, done = int(np.prod(shape)), 0
     for i, model in enumerate(cfg.models):
@@ -125,6 +125,7 @@ def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
                     o = optimal_key_scale(jax.random.fold_in(kk, 10 + a), activation(name), model, nu, padded,
                                           cfg.n_mc, kappa_max=cfg.kappa_max)
                     risk[i, j, m, a], risk_se[i, j, m, a], kappa[i, j, m, a] = o.risk, o.se, o.kappa
+                    kappa_conv[i, j, m, a] = o.converged
                 done += 1
                 if progress is not None:
                     progress(done, total)
@@ -134,7 +135,7 @@ def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
     k_star, v_star = sample_teacher_sqrtD(jax.random.fold_in(key, 7), cfg.D_check)
     th, th_se = overlap_risk(jax.random.fold_in(key, 8), act, model, nu, L, *ov, n=cfg.n_mc)
     k, v = vectors_on_manifold(jax.random.fold_in(key, 9), k_star, v_star, *ov)
-    sim, sim_se = mc_risk_in_RD(jax.random.fold_in(key, 10), act, k, v, k_star, v_star, model, nu, L, cfg.n_check)
+    sim, sim_se = fresh_test_error(jax.random.fold_in(key, 10), act, k, v, k_star, v_star, model, nu, L, cfg.n_check)
 
     dims4, dims3 = ("model", "L", "nu", "activation"), ("model", "L", "nu")
     u = {"units": "1"}
@@ -142,6 +143,7 @@ def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
         "risk": (dims4, risk, {**u, "long_name": "optimised population risk (MC, fresh samples)"}),
         "risk_se": (dims4, risk_se, u),
         "kappa": (dims4, kappa, {**u, "long_name": "optimal key scale m_k (s_k = 0)"}),
+        "kappa_converged": (dims4, kappa_conv, {**u, "long_name": "key-scale optimiser converged"}),
         "bayes_risk": (dims3, bayes, {**u, "long_name": "Bayes risk 1 - E|softmax(c_nu chi*)|^2 (quadrature if L<=2; "
                                               "else importance sampling (spiked), Monte Carlo (max))"}),
         "bayes_risk_se": (dims3, bayes_se, u),
@@ -192,6 +194,7 @@ def _setting_name(model, Ls):
 def run_activations(cfg: ActivationsConfig, key, progress=None) -> xr.Dataset:
     n_s, n_a = len(_SETTINGS), len(cfg.activations)
     risk, se, kappa, cshift = (np.zeros((n_s, n_a)) for _ in range(4))
+    kappa_conv = np.ones((n_s, n_a), bool)
     bayes, bayes_se, lin, lin_se = (np.zeros(n_s) for _ in range(4))
     for s, (model, Ls) in enumerate(_SETTINGS):
         nu = cfg.nu_spiked if model == "spiked" else cfg.nu_max
@@ -205,12 +208,14 @@ def run_activations(cfg: ActivationsConfig, key, progress=None) -> xr.Dataset:
             o = optimal_key_scale(jax.random.fold_in(kk, 10 + a), activation(name), model, nu, padded, cfg.n_mc,
                                   kappa_max=cfg.kappa_max)
             risk[s, a], se[s, a], kappa[s, a], cshift[s, a] = o.risk, o.se, o.kappa, o.c
+            kappa_conv[s, a] = o.converged
         if progress is not None:
             progress(s + 1, n_s)
     d2 = ("setting", "activation")
     u = {"units": "1"}
     data = {"risk": (d2, risk, {**u, "long_name": "optimised population risk (MC, fresh samples)"}),
             "risk_se": (d2, se, u), "kappa": (d2, kappa, u), "erf_c": (d2, cshift, u),
+            "kappa_converged": (d2, kappa_conv, {**u, "long_name": "key-scale optimiser converged"}),
             "bayes_risk": (("setting",), bayes, u), "bayes_risk_se": (("setting",), bayes_se, u),
             "linear_closed_form": (("setting",), lin, u), "linear_closed_form_se": (("setting",), lin_se, u)}
     coords = {"setting": [_setting_name(m, Ls) for m, Ls in _SETTINGS], "activation": list(cfg.activations),

@@ -58,6 +58,7 @@ def summarize_population(ds: xr.Dataset, cfg: PopulationConfig):
     if "softmax" in acts and "linear" in acts:
         metrics["min_linear_minus_softmax"] = float((ds.risk.sel(activation="linear")
                                                      - ds.risk.sel(activation="softmax")).min())
+    _optimiser_status(ds, metrics)
     return metrics, checks
 
 
@@ -94,7 +95,15 @@ def summarize_activations(ds: xr.Dataset, cfg: ActivationsConfig):
         for a in ds.activation.values:
             metrics[f"variable_L_penalty_{model}_{a}"], metrics[f"variable_L_penalty_{model}_{a}_se"] = \
                 _penalty(ds, model, a)
+    _optimiser_status(ds, metrics)
     return metrics, checks
+
+
+def _optimiser_status(ds: xr.Dataset, metrics: dict) -> None:
+    """Add ``key_scale_unconverged``, the number of key-scale optimisations whose SciPy optimiser did not report
+    convergence (``kappa_converged`` false), when the dataset records them."""
+    if "kappa_converged" in ds:
+        metrics["key_scale_unconverged"] = int((~ds.kappa_converged.values.astype(bool)).sum())
 
 
 def _erm_status(ds: xr.Dataset, metrics: dict) -> None:
