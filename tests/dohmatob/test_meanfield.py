@@ -24,6 +24,7 @@ from attnlab.dohmatob.meanfield import (
     relu_cross_moment,
     rem_constants,
 )
+from attnlab.slr.overlaps import DohmatobOverlaps
 
 G = 1 / math.sqrt(2)
 FIG2 = DohmatobModel(100, 20, 1.0, G)
@@ -58,8 +59,8 @@ def test_general_link_formula_reduces_to_corollary1():
     m = DohmatobModel(100, 20, 1.0, 0.6)  # r = beta_crit != 0: the rho terms are exercised
     pts = np.random.default_rng(0).uniform(-0.6, 0.6, (20, 4))
     for mu, nu, zeta, rho in pts:
-        assert float(mean_field_risk(mu, nu, zeta, rho, m)) == pytest.approx(float(corollary1_risk(mu, nu, zeta, rho, m)),
-                                                                           rel=1e-12, abs=1e-12)
+        o = DohmatobOverlaps(mu=mu, nu=nu, eta=0.0, zeta=zeta, rho=rho)
+        assert float(mean_field_risk(o, m)) == pytest.approx(float(corollary1_risk(o, m)), rel=1e-12, abs=1e-12)
 
 
 # Spec B4 table (d = 100, L = 20, beta = 1, gamma = 1/sqrt(2), exact softmax, 2e5 samples) [V-num]
@@ -75,14 +76,16 @@ B4 = [  # mu, nu, zeta, Cor. 1, spec MC
 
 @pytest.fixture(scope="module")
 def b4_mc():
-    o = jnp.array([[mu, nu, 0.0, zeta, 0.0] for mu, nu, zeta, *_ in B4])
+    o = DohmatobOverlaps(mu=jnp.array([r[0] for r in B4]), nu=jnp.array([r[1] for r in B4]), eta=0.0,
+                         zeta=jnp.array([r[2] for r in B4]), rho=0.0)
     mean, se = mc_risk_batch(jax.random.key(0), o, FIG2, 60_000)
     return np.asarray(mean), np.asarray(se)
 
 
 def test_corollary1_column_of_b4(b4_mc):
     for mu, nu, zeta, cor1, _ in B4:
-        assert float(corollary1_risk(mu, nu, zeta, 0.0, FIG2)) == pytest.approx(cor1, abs=6e-5)
+        o = DohmatobOverlaps(mu=mu, nu=nu, eta=0.0, zeta=zeta, rho=0.0)
+        assert float(corollary1_risk(o, FIG2)) == pytest.approx(cor1, abs=6e-5)
 
 
 def test_our_monte_carlo_reproduces_the_spec_column(b4_mc):
@@ -97,7 +100,8 @@ def test_corollary1_matches_monte_carlo_where_the_token_is_located(b4_mc):
     mean, se = b4_mc
     for i in (0, 1, 5):
         mu, nu, zeta, cor1, _ = B4[i]
-        assert abs(float(corollary1_risk(mu, nu, zeta, 0.0, FIG2)) - mean[i]) <= 5 * se[i] + 1e-12, B4[i]
+        o = DohmatobOverlaps(mu=mu, nu=nu, eta=0.0, zeta=zeta, rho=0.0)
+        assert abs(float(corollary1_risk(o, FIG2)) - mean[i]) <= 5 * se[i] + 1e-12, B4[i]
 
 
 def test_mean_field_gap_below_and_near_the_transition_is_reported(b4_mc):
@@ -113,10 +117,12 @@ def test_mean_field_gap_below_and_near_the_transition_is_reported(b4_mc):
 @pytest.mark.parametrize("link", ["quadratic", "relu"])
 def test_general_link_mean_field_vs_monte_carlo_located(link):
     m = DohmatobModel(100, 20, 1.0, G, link)
-    pts = [(1.0, 0.7, 0.0, 0.0, 0.0), (0.95, 0.3, 0.0, 0.01, 0.0), (0.9, -0.5, 0.0, -0.02, 0.0)]
-    mean, se = mc_risk_batch(jax.random.key(1), jnp.array(pts), m, 30_000)
-    for (mu, nu, _eta, zeta, rho), mc, s in zip(pts, np.asarray(mean), np.asarray(se)):
-        assert abs(float(mean_field_risk(mu, nu, zeta, rho, m)) - mc) <= 5 * s, (link, mu, nu, zeta)
+    pts = [DohmatobOverlaps(1.0, 0.7, 0.0, 0.0, 0.0), DohmatobOverlaps(0.95, 0.3, 0.0, 0.01, 0.0),
+           DohmatobOverlaps(0.9, -0.5, 0.0, -0.02, 0.0)]
+    batch = DohmatobOverlaps(*(jnp.array(x) for x in zip(*pts)))
+    mean, se = mc_risk_batch(jax.random.key(1), batch, m, 30_000)
+    for o, mc, s in zip(pts, np.asarray(mean), np.asarray(se)):
+        assert abs(float(mean_field_risk(o, m)) - mc) <= 5 * s, (link, o)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -210,10 +216,27 @@ def test_mc_risk_batches_is_mc_risk_batch_per_model():
     from attnlab.dohmatob.meanfield import mc_risk_batches
 
     ms = [DohmatobModel(64, 6, 1.0, 0.7, link) for link in ("linear", "relu")]
-    os_ = [jnp.array([[0.9, 0.8, 0.0, 0.1, 0.1], [0.3, 0.2, 0.1, 0.0, 0.0]]), jnp.array([[1.0, 1.0, 0.0, 0.0, 0.0]])]
+    os_ = [DohmatobOverlaps(*jnp.array([[0.9, 0.8, 0.0, 0.1, 0.1], [0.3, 0.2, 0.1, 0.0, 0.0]]).T),
+           DohmatobOverlaps.on_M(jnp.ones(1), jnp.ones(1))]
     keys = [jax.random.key(3), jax.random.key(4)]
     for (mean, se), k, o, m in zip(mc_risk_batches(keys, os_, ms, 2000), keys, os_, ms):
         m1, s1 = mc_risk_batch(k, o, m, 2000)
         np.testing.assert_allclose(mean, m1, rtol=1e-12)
         np.testing.assert_allclose(se, s1, rtol=1e-12)
-        assert mean.shape == (o.shape[0],)
+        assert mean.shape == (o.mu.shape[0],)
+
+
+def test_one_overlap_order_mc_risk_and_mc_risk_batch_agree():
+    """The named overlaps mean the same in both estimators: mc_risk at one point and mc_risk_batch at the same point
+    agree within 5 SE, while swapping eta and zeta (the two orders that once coexisted) moves the risk by far more."""
+    from attnlab.dohmatob.meanfield import mc_risk
+
+    m = DohmatobModel(64, 8, 1.0, G)
+    o = DohmatobOverlaps(mu=0.9, nu=0.6, eta=0.0, zeta=0.15, rho=0.1)
+    swapped = o._replace(eta=o.zeta, zeta=o.eta)
+    one, one_se = mc_risk(jax.random.key(5), o, m, 20_000)
+    batch, batch_se = mc_risk_batch(jax.random.key(6), DohmatobOverlaps(*(jnp.array([x, y]) for x, y in zip(o, swapped))),
+                                    m, 20_000)
+    assert abs(float(one) - float(batch[0])) <= 5 * math.hypot(float(one_se), float(batch_se[0]))
+    assert abs(float(batch[0]) - float(batch[1])) > 20 * math.hypot(float(batch_se[0]), float(batch_se[1]))
+    assert float(mean_field_risk(o, m)) == pytest.approx(float(mean_field_risk(o.to_marion().to_dohmatob(), m)))

@@ -7,10 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
 from attnlab.dohmatob.meanfield import DohmatobModel
 from attnlab.dohmatob.model import check_beta, check_gamma, get_link, softmax_attention
 from attnlab.dohmatob.rgd import frame_predict
-from attnlab.slr.data import sample_dohmatob, sample_dohmatob_in_frame, sample_slr, sample_teacher
+from attnlab.slr.data import sample_slr, sample_teacher
+from attnlab.slr.overlaps import overlaps
 
 
 def test_softmax_finite_at_large_beta():
@@ -99,7 +101,7 @@ def test_in_frame_sampler_has_the_law_of_the_rd_sampler():
     u = jax.random.normal(jax.random.key(8), (d,))
     v = jax.random.normal(jax.random.key(9), (d,)) + 2 * vs + us
     u, v = u / jnp.linalg.norm(u), v / jnp.linalg.norm(v)
-    o = jnp.array([u @ us, v @ vs, u @ vs, v @ us, u @ v])
+    o = overlaps(u, v, us, vs).to_dohmatob()
     n = 40_000
     for link in ("linear", "relu"):
         b = sample_dohmatob(jax.random.key(10), us, vs, n, L, g, eps, link)

@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.dohmatob.rgd import frame_predict, init_with_overlap, overlaps5, rgd_step, run_rgd
-from attnlab.marion.dynamics import init_sphere
-from attnlab.slr.data import sample_dohmatob, sample_dohmatob_in_frame, sample_teacher
+from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
+from attnlab.dohmatob.rgd import frame_predict, init_with_overlap, rgd_step, run_rgd
+from attnlab.slr.data import init_sphere, sample_teacher
+from attnlab.slr.overlaps import overlaps
 
 
 def test_batched_rgd_equals_single_runs():
@@ -51,17 +52,20 @@ def test_figure2_reproduction_numbers_linear_link():
     U0 = jnp.stack([u_r, init_with_overlap(km, us, 0.5, d)])[None]
     V0 = jnp.stack([v_r, v_r])[None]
     log = run_rgd(U0, V0, b.X[None], jnp.stack([b.y, b.y])[None], 10.0, s, 1500, 500, ("linear", "linear"))
-    o = jax.vmap(jax.vmap(overlaps5, in_axes=(0, 0, None, None)), in_axes=(0, 0, None, None))(log.u[0], log.v[0], us, vs)
+    o = overlaps(log.u[0], log.v[0], us, vs).to_dohmatob()  # fields (T, K)
     Z, y = sample_dohmatob_in_frame(ke, 10_000, L, g, eps, d)
-    test = np.array([[float(jnp.mean((frame_predict(Z, o[t, k], 10.0) - y) ** 2)) - eps**2 for k in range(2)]
+    def at(t, k):
+        return jax.tree.map(lambda x: x[t, k], o)
+
+    test = np.array([[float(jnp.mean((frame_predict(Z, at(t, k), 10.0) - y) ** 2)) - eps**2 for k in range(2)]
                      for t in range(4)])
     train = np.asarray(log.train_loss[0]) - eps**2
     # mu0 = 0.5 start
-    assert float(o[1, 1, 1]) > 0.99 and abs(float(o[3, 1, 1]) - 0.998) < 0.002
-    assert 0.52 < float(o[3, 1, 0]) < 0.66
+    assert float(o.nu[1, 1]) > 0.99 and abs(float(o.nu[3, 1]) - 0.998) < 0.002
+    assert 0.52 < float(o.mu[3, 1]) < 0.66
     assert 0.0 < test[3, 1] < 0.02 and test[3, 1] < test[1, 1]
     # random start: stuck on the plateau p(mu) ~ 0
-    assert abs(float(o[3, 0, 0])) < 0.2 and test[3, 0] > 1.0 and train[3, 0] < 0.8 * train[0, 0]
+    assert abs(float(o.mu[3, 0])) < 0.2 and test[3, 0] > 1.0 and train[3, 0] < 0.8 * train[0, 0]
 
 
 def test_closed_form_gradient_matches_autodiff():
@@ -94,8 +98,8 @@ def test_float32_token_products_move_the_iterates_by_round_off_only():
     v0 = init_with_overlap(jax.random.fold_in(km, 1), vs, 0.0, d)[None, None]
     args = (u0, v0, b.X[None], b.y[None, None], math.sqrt(d), s, 300, 100, ("linear",))
     hi, lo = run_rgd(*args), run_rgd(*args, token_dtype=jnp.float32)
-    o_hi = overlaps5(hi.u[0, -1, 0], hi.v[0, -1, 0], us, vs)
-    o_lo = overlaps5(lo.u[0, -1, 0], lo.v[0, -1, 0], us, vs)
-    assert float(o_hi[1]) > 0.9  # it learned: the comparison is along a moving trajectory
-    assert float(jnp.max(jnp.abs(o_hi - o_lo))) < 1e-4
+    o_hi = overlaps(hi.u[0, -1, 0], hi.v[0, -1, 0], us, vs)
+    o_lo = overlaps(lo.u[0, -1, 0], lo.v[0, -1, 0], us, vs)
+    assert float(o_hi.nu) > 0.9  # it learned: the comparison is along a moving trajectory
+    assert max(abs(float(a - b)) for a, b in zip(o_hi, o_lo)) < 1e-4
     np.testing.assert_allclose(lo.train_loss, hi.train_loss, rtol=1e-4)

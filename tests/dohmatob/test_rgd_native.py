@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from attnlab.dohmatob import rgd_native
+from attnlab.dohmatob.data import sample_dohmatob
 from attnlab.dohmatob.rgd import init_with_overlap, run_rgd
-from attnlab.slr.data import sample_dohmatob, sample_teacher
+from attnlab.errors import AttnlabError
+from attnlab.slr.data import sample_teacher
 
 pytestmark = pytest.mark.skipif(not rgd_native.available(),
                                 reason=f"native kernel: {rgd_native.unavailable_reason()}")
@@ -48,14 +50,14 @@ def test_native_matches_float64_within_float32_round_off(d, L, n, links):
     X, Y, U0, V0, _, _ = _problem(d, L, n, links)
     lam, s = math.sqrt(d), 0.01
     args = (U0, V0, X, Y, lam, s, 40, 10, links)
-    hi = run_rgd(*args, method="xla")
-    nat = run_rgd(*args, token_dtype=jnp.float32, method="native")
+    hi = run_rgd(*args, implementation="jax")
+    nat = run_rgd(*args, token_dtype=jnp.float32, implementation="native")
     assert nat.u.shape == hi.u.shape and nat.train_loss.shape == hi.train_loss.shape
     dist = lambda r: max(float(jnp.max(jnp.abs(r.u - hi.u))), float(jnp.max(jnp.abs(r.v - hi.v))))  # noqa: E731
     err = dist(nat)
     if not err < 2e-5:
         pytest.fail(f"kernel {err:.3g} from float64; float32 JAX path "
-                    f"{dist(run_rgd(*args, token_dtype=jnp.float32, method='xla')):.3g}")
+                    f"{dist(run_rgd(*args, token_dtype=jnp.float32, implementation='jax')):.3g}")
     np.testing.assert_allclose(nat.train_loss, hi.train_loss, rtol=2e-5)
     # the iterates moved (the comparison is along a trajectory), and stay on the sphere
     assert float(jnp.max(jnp.abs(hi.u[:, -1] - hi.u[:, 0]))) > 100 * err
@@ -69,14 +71,14 @@ def test_native_learns_like_float64_over_a_long_run():
     X, Y, U0, V0, us, vs = _problem(d, L, n, ("linear", "relu"), repeats=1, seed=3)
     us, vs = us[0], vs[0]
     args = (U0, V0, X, Y, math.sqrt(d), 0.01, 300, 100, ("linear", "relu"))
-    hi, nat = run_rgd(*args, method="xla"), run_rgd(*args, token_dtype=jnp.float32, method="native")
+    hi, nat = run_rgd(*args, implementation="jax"), run_rgd(*args, token_dtype=jnp.float32, implementation="native")
     for a, b in ((hi.u, nat.u), (hi.v, nat.v)):
         assert float(jnp.max(jnp.abs(a[0, -1] @ jnp.stack([us, vs]).T - b[0, -1] @ jnp.stack([us, vs]).T))) < 1e-4
     assert float(hi.v[0, -1, 0] @ vs) > 0.9
 
 
 def test_auto_picks_native_only_where_it_applies(monkeypatch):
-    """auto = native for float32 tokens and named links; the XLA path for float64 or a callable link; bad method."""
+    """auto = native for float32 tokens and named links; the JAX path for float64 or a callable link; bad names."""
     X, Y, U0, V0, _, _ = _problem(8, 4, 12, ("linear",), repeats=1)
     calls = []
     real = rgd_native.run
@@ -87,10 +89,10 @@ def test_auto_picks_native_only_where_it_applies(monkeypatch):
     run_rgd(U0, V0, X, Y, 3.0, 0.01, 4, 2, ("linear",))  # float64 tokens
     run_rgd(U0, V0, X, Y, 3.0, 0.01, 4, 2, (jnp.tanh,), token_dtype=jnp.float32)  # callable link
     assert not calls
-    with pytest.raises(ValueError, match="unknown method"):
-        run_rgd(U0, V0, X, Y, 3.0, 0.01, 4, 2, ("linear",), method="gpu")
-    with pytest.raises(ValueError, match="method='native' needs"):
-        run_rgd(U0, V0, X, Y, 3.0, 0.01, 4, 2, ("linear",), method="native")  # float64 tokens
+    with pytest.raises(AttnlabError, match="unknown implementation"):
+        run_rgd(U0, V0, X, Y, 3.0, 0.01, 4, 2, ("linear",), implementation="gpu")
+    with pytest.raises(AttnlabError, match="implementation='native' cannot run: it needs float32 tokens"):
+        run_rgd(U0, V0, X, Y, 3.0, 0.01, 4, 2, ("linear",), implementation="native")  # float64 tokens
 
 
 def test_bad_shapes_rejected():
@@ -105,7 +107,7 @@ def test_bad_shapes_rejected():
 def test_same_numbers_for_any_thread_count(tmp_path):
     """One repeat per OpenMP thread from start to end: 1 and 3 threads give bit-identical iterates."""
     code = (
-        "import numpy as np, sys; from attnlab.slr import rgd_native as r\n"
+        "import numpy as np, sys; from attnlab.dohmatob import rgd_native as r\n"
         "g = np.random.default_rng(0); X = g.standard_normal((3, 50, 7, 11)); Y = g.standard_normal((3, 2, 50))\n"
         "W = g.standard_normal((3, 4, 11)); W /= np.linalg.norm(W, axis=-1, keepdims=True)\n"
         "w, l = r.run(r.tokens(X), Y, ('linear', 'relu'), W, 3.3, 0.05, 3, 5)\n"

@@ -56,7 +56,7 @@ def test_pgd_and_sgd_preserve_unit_norms(key):
 def test_manifold_is_invariant_in_float64(key):
     """Started on M, full-vector PGD stays on M to round-off: distance < 1e-10 after 20,000 steps (d = 400)."""
     ks, vs, k, v = _start(key, 400, on_manifold=True)
-    p = SLRParams(400, 10, G, 0.0, 4e-3, 0.1, False)
+    p = SLRParams(d=400, L=10, gamma=G, eps=0.0, step_size=4e-3, lambda0=0.1, schedule=False)
     logs, _ = run_pgd_full(k, v, ks, vs, p, 20_000, 1000)
     dist = np.asarray(distance_to_manifold(logs))
     assert dist[0] < 1e-14
@@ -66,9 +66,9 @@ def test_manifold_is_invariant_in_float64(key):
 
 def test_reduced_pgd_matches_full_vector_pgd(key):
     """Spec A6.1: the 5-overlap recursion agrees with d = 400 vector PGD to 1e-8 over 3,000 steps."""
-    for i, (lam0, alpha, schedule) in enumerate([(0.1, 4e-3, False), (1.0, 1e-3, True), (0.9, 1e-3, False)]):
+    for i, (lam0, step_size, schedule) in enumerate([(0.1, 4e-3, False), (1.0, 1e-3, True), (0.9, 1e-3, False)]):
         ks, vs, k, v = _start(jax.random.fold_in(key, i), 400)
-        p = SLRParams(400, 10, G, 0.0, alpha, lam0, schedule)
+        p = SLRParams(d=400, L=10, gamma=G, eps=0.0, step_size=step_size, lambda0=lam0, schedule=schedule)
         full, _ = run_pgd_full(k, v, ks, vs, p, 3000, 100)
         red = run_pgd_reduced(jax.tree.map(lambda x: x[None], overlaps(k, v, ks, vs)), p, 3000, 100).overlaps
         gap = max(float(jnp.max(jnp.abs(a - b[:, 0]))) for a, b in zip(full, red))
@@ -80,7 +80,7 @@ def test_edge_of_stability_makes_round_off_decide_the_phase(key):
     a 1e-13 perturbation of the start changes the full-vector trajectory itself at the 1e-3 level, so agreement
     between simulators can only be asked up to sign and at the end, once the oscillation has died out."""
     ks, vs, k, v = _start(key, 400)
-    p = SLRParams(400, 10, G, 0.0, 4e-3, 1.0, True)
+    p = SLRParams(d=400, L=10, gamma=G, eps=0.0, step_size=4e-3, lambda0=1.0, schedule=True)
     full, _ = run_pgd_full(k, v, ks, vs, p, 12_000, 300)
     k_pert = k + 1e-13 * vs
     full_pert, _ = run_pgd_full(k_pert / jnp.linalg.norm(k_pert), v, ks, vs, p, 12_000, 300)
@@ -93,20 +93,20 @@ def test_edge_of_stability_makes_round_off_decide_the_phase(key):
 def test_reduced_sgd_has_the_law_of_full_vector_sgd(key):
     """The reduced SGD chain is exact in law: after 40 steps from a common start, the overlaps of 1,500 runs of
     each simulator agree in distribution (two-sample KS) and in mean (5 SE)."""
-    d, L, lam, alpha, eps, B, n_runs, n_steps = 12, 3, 1.0, 0.05, 0.1, 5, 1500, 40
+    d, L, lam, step_size, eps, B, n_runs, n_steps = 12, 3, 1.0, 0.05, 0.1, 5, 1500, 40
     ks, vs, k0, v0 = _start(key, d)
     o0 = overlaps(k0, v0, ks, vs)
 
     def full(key):
         def body(kv, t):
-            k, v, _ = sgd_step_full(jax.random.fold_in(key, t), *kv, ks, vs, lam, alpha, G, eps, B, L)
+            k, v, _ = sgd_step_full(jax.random.fold_in(key, t), *kv, ks, vs, lam, step_size, G, eps, B, L)
             return (k, v), None
         (k, v), _ = jax.lax.scan(body, (k0, v0), jnp.arange(n_steps))
         return overlaps(k, v, ks, vs)
 
     def reduced(key):
         def body(o, t):
-            return sgd_step_reduced(jax.random.fold_in(key, t), o, lam, alpha, G, eps, B, L, d)[0], None
+            return sgd_step_reduced(jax.random.fold_in(key, t), o, lam, step_size, G, eps, B, L, d)[0], None
         return jax.lax.scan(body, o0, jnp.arange(n_steps))[0]
 
     a = jax.jit(jax.vmap(full))(jax.random.split(jax.random.fold_in(key, 1), n_runs))
@@ -119,11 +119,11 @@ def test_reduced_sgd_has_the_law_of_full_vector_sgd(key):
         assert abs(x.mean() - y.mean()) < 5 * se, name
 
 
-def _run_config(lam0, alpha, n_steps, schedule, init, n_repeats=30, seed=0):
+def _run_config(lam0, step_size, n_steps, schedule, init, n_repeats=30, seed=0):
     keys = jax.random.split(jax.random.key(seed), n_repeats)
     starts = jax.vmap(lambda k: _start(k, 400, init == "manifold"))(keys)
     o0 = jax.vmap(overlaps)(starts[2], starts[3], starts[0], starts[1])
-    p = SLRParams(400, 10, G, 0.0, alpha, lam0, schedule)
+    p = SLRParams(d=400, L=10, gamma=G, eps=0.0, step_size=step_size, lambda0=lam0, schedule=schedule)
     logs = run_pgd_reduced(o0, p, n_steps, n_steps // 10)
     return jax.tree.map(lambda x: np.asarray(x[-1]), logs)
 
@@ -200,7 +200,7 @@ def test_spurious_point_beats_the_oracle_below_lambda_0_09():
 def test_simulators_are_deterministic(key):
     ks, vs, k, v = _start(key, 20)
     o = jax.tree.map(lambda x: x[None], overlaps(k, v, ks, vs))
-    p = SLRParams(20, 10, G, 0.0, 4e-3, 0.5, False)
+    p = SLRParams(d=20, L=10, gamma=G, eps=0.0, step_size=4e-3, lambda0=0.5, schedule=False)
     a = run_pgd_reduced(o, p, 100, 10)
     b = run_pgd_reduced(o, p, 100, 10)
     assert all(bool(jnp.all(x == y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))

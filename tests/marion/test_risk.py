@@ -11,7 +11,6 @@ import scipy.special as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.marion.dynamics import overlaps
 from attnlab.marion.montecarlo import mc_excess_risk, mc_linear_baseline_risk
 from attnlab.marion.risk import (
     Overlaps,
@@ -19,21 +18,14 @@ from attnlab.marion.risk import (
     linear_baseline_risk,
     noise_token_constant,
     oracle_excess_risk,
-    owens_t,
     population_excess_risk,
     risk_R,
     zeta,
 )
 from attnlab.slr.data import sample_teacher
+from attnlab.slr.overlaps import overlaps
 
 SQRT_HALF = math.sqrt(0.5)
-
-
-def test_owens_t_matches_scipy():
-    h = np.linspace(-25, 25, 501)
-    for a in (1e-3, 0.05, 0.3, 0.7, 1.0):
-        got = np.asarray(owens_t(h, np.full_like(h, a)))
-        assert np.max(np.abs(got - sp.owens_t(h, a))) < 1e-15
 
 
 def _zeta_quad(t, s):

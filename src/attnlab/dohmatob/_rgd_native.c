@@ -8,7 +8,7 @@
        a_l = lam <x_l, u>, b_l = <x_l, v>, w = softmax(a) over the L tokens, g_l = sigma(b_l), f = sum_l w_l g_l,
        r = f - y,  dL/da_l = (2/n) r lam w_l (g_l - f),  dL/db_l = (2/n) r w_l sigma'(b_l),
        grad_u = sum over samples and tokens of dL/da_l x_l, grad_v likewise,
-       w <- (w - s (g - (w.g) w)) / |.|    for every row (float64).
+       w <- (w - step_size (g - (w.g) w)) / |.|    for every row (float64).
    With the samples in the lanes, every step is vertical: the scores of a block are tiles of 4 tokens x 3 rows (one
    broadcast coefficient of a row times 8 samples' coordinate), the softmax over the L tokens is a max, exp and sum
    across L vectors (no horizontal reduction, no idle lane), and the gradient accumulates per lane (tiles of 4 rows
@@ -210,7 +210,7 @@ static void to_float(const double *W, int m, float *W32) {
    in/out. Runs n_logs x log_every steps; after each log_every steps writes W to Wlog (R, n_logs, 2K, d) and the
    losses at that W to loss_log (R, n_logs, K). Returns 0, or 1 on bad sizes, 2 when out of memory. */
 int attnlab_rgd(int R, int n, int L, int d, int K, const float *X, const float *Y, const int *link, double lam,
-                double s, int n_logs, int log_every, double *W, double *Wlog, double *loss_log) {
+                double step_size, int n_logs, int log_every, double *W, double *Wlog, double *loss_log) {
     if (n < 1 || L < 1 || d < 1 || K < 1 || R < 1 || n_logs < 1 || log_every < 0 || (log_every == 0 && n_logs != 1))
         return 1;
     const int nb = (n + 7) / 8;
@@ -245,7 +245,7 @@ int attnlab_rgd(int R, int n, int L, int d, int K, const float *X, const float *
                         double *u = Wr + r * d, *g = grad + r * d, ug = 0.0, nrm = 0.0;
                         for (int j = 0; j < d; j++) ug += u[j] * g[j];
                         for (int j = 0; j < d; j++) {
-                            u[j] -= s * (g[j] - ug * u[j]);
+                            u[j] -= step_size * (g[j] - ug * u[j]);
                             nrm += u[j] * u[j];
                         }
                         nrm = 1.0 / sqrt(nrm);

@@ -1,6 +1,6 @@
-r"""Dohmatob's mean-field theory of softmax attention on SLR (NeurIPS 2025, spec B3-B5).
+r"""Dohmatob's mean-field theory of softmax attention on SLR (NeurIPS 2025: App. C, Prop. 1, Cor. 1, Prop. 2).
 
-**Random-energy-model constants** (spec B3, reconstructed [I] from App. C). With ``L - 1 = e^{alpha d}``::
+**Random-energy-model constants** (reconstructed from App. C). With ``L - 1 = e^{alpha d}``::
 
     alpha = log(L - 1) / d,   beta_crit = sqrt(2 alpha),   r = min(beta, beta_crit),
     phi = alpha + beta^2 / 2 (beta <= beta_crit)  or  beta sqrt(2 alpha) (beta > beta_crit),   psi = phi / beta.
@@ -10,7 +10,7 @@ For d = 100, L = 20, beta = 1: alpha = 0.02944, beta_crit = psi = r = 0.2427 (te
 **Localisation probability** ``p(mu) = 1 / (1 + exp(-(c mu - psi) beta d))`` and ``A(mu) = p (1 - p) c beta d =
 p'(mu)`` (tested against autodiff).
 
-**Mean-field risk** (Prop. 1 as reconstructed in spec B4 [I]; derivation re-done here). The mean-field predictor is
+**Mean-field risk** (Prop. 1, reconstructed; derivation re-done here). The mean-field predictor is
 ``f ~ p sigma(x_{l*} . v) + (1 - p) sigma(b)`` with ``b = rho r sqrt(d)``; with ``x_{l*} . v = a + gamma G1``,
 ``a = c zeta sqrt(d)`` and ``x_{l*} . v* = gamma G2``, corr(G1, G2) = nu, ``f - y = p S1 - S2`` where
 ``S1 = sigma(gamma G1 + a) - sigma(b)``, ``S2 = sigma(gamma G2) - sigma(b)``. Hence::
@@ -26,8 +26,8 @@ phi(0) (h Phi(h/s) + s phi(h/s)) + nu Phi2(h, 0; nu)`` (Stein's lemma, ``s = sqr
 ``sigma_bar_gamma(nu) = E sigma(gamma G1) sigma(gamma G2)`` is ``H2`` at ``a = b = 0``.
 
 **Accuracy.** The mean field is accurate where p(mu) ~ 1 (secret token located); below the transition
-``mu < psi / c`` it misses O(1) terms at d = 100 (spec B4 table, reproduced by the Monte Carlo of this module in
-``tests/slr/test_meanfield.py``: at (mu, nu) = (0.2, 0.9) the mean field says 0.5, the exact risk is about 0.91).
+``mu < psi / c`` it misses O(1) terms at d = 100 (reproduced by the Monte Carlo of this module in
+``tests/dohmatob/test_meanfield.py``: at (mu, nu) = (0.2, 0.9) the mean field says 0.5, the exact risk is about 0.91).
 
 **Finding (ReLU and M).** For the ReLU link ``dR_bar/dzeta`` at zeta = 0 equals
 ``2 gamma p (p phi(0) - E[G2_+ 1{G1 > 0}])``, not 0: the ReLU value's mean depends on zeta, so M is **not**
@@ -47,8 +47,9 @@ import numpy as np
 from jax.scipy.special import ndtr
 
 from attnlab.dohmatob.model import check_beta, check_gamma, get_link, softmax_weights
-from attnlab.marion.montecarlo import mc_mean
-from attnlab.marion.risk import owens_t
+from attnlab.slr.montecarlo import mc_mean
+from attnlab.slr.overlaps import DohmatobOverlaps, frame_coordinates
+from attnlab.slr.owen import owens_t
 
 __all__ = [
     "REMConstants",
@@ -64,7 +65,7 @@ __all__ = [
     "dual_kernel",
     "mean_field_risk",
     "corollary1_risk",
-    "frame_coordinates",
+    "check_realisable",
     "mc_risk",
     "mc_risk_batch",
     "mc_risk_batches",
@@ -76,7 +77,7 @@ _GH_W = _GH_W / math.sqrt(2.0 * math.pi)
 
 
 class REMConstants(NamedTuple):
-    """REM constants of the noise tokens (spec B3): alpha, beta_crit, r, phi, psi."""
+    """REM constants of the noise tokens (App. C): alpha, beta_crit, r, phi, psi."""
 
     alpha: float
     beta_crit: float
@@ -96,7 +97,7 @@ def rem_constants_alpha(alpha, beta):
 
 
 def rem_constants(d: int, L: int, beta) -> REMConstants:
-    """REM constants for sequence length L in dimension d: ``alpha = log(L - 1) / d`` (spec B3)."""
+    """REM constants for sequence length L in dimension d: ``alpha = log(L - 1) / d`` (eq. 9, App. C)."""
     if int(L) < 2:
         raise ValueError(f"L must be >= 2 (one secret token and at least one noise token), got {L!r}")
     if int(d) < 1:
@@ -169,7 +170,7 @@ def _p_q_jvp(primals, tangents):
 
 
 def localisation_probability(mu, m: DohmatobModel):
-    """``p(mu) = sigmoid((c mu - psi) beta d)`` (spec B3, eq. 20)."""
+    """``p(mu) = sigmoid((c mu - psi) beta d)`` (eq. 20)."""
     return _p_q((m.c * mu - m.psi) * m.beta * m.d)[0]
 
 
@@ -184,7 +185,7 @@ def localisation_derivative(mu, m: DohmatobModel):
 
 
 def owens_t_any(h, a):
-    """Owen's T for any real a: :func:`attnlab.marion.risk.owens_t` for |a| <= 1, and for |a| > 1 the identity
+    """Owen's T for any real a: :func:`attnlab.slr.owen.owens_t` for |a| <= 1, and for |a| > 1 the identity
     ``T(h, a) = Phi(h)/2 + Phi(a h)/2 - Phi(h) Phi(a h) - T(a h, 1/a)`` (h >= 0; T is even in h, odd in a)."""
     h = jnp.abs(jnp.asarray(h, dtype=jnp.float64))
     a = jnp.asarray(a, dtype=jnp.float64)
@@ -293,80 +294,87 @@ def dual_kernel(nu, gamma, link):
     return kernel_terms(nu, 0.0, 0.0, gamma, link)[1]
 
 
-def mean_field_risk(mu, nu, zeta, rho, m: DohmatobModel):
-    """``R_bar(mu, nu, zeta, rho) = p^2 H1 - 2 p H2 + H0`` (Prop. 1, general link), ``R = E(f - y)^2 - eps^2``."""
-    p, q = _p_q((m.c * mu - m.psi) * m.beta * m.d)
-    a = m.c * zeta * math.sqrt(m.d)
-    b = rho * m.r * math.sqrt(m.d)
-    H1, H2, H0 = kernel_terms(nu, a, b, m.gamma, m.link)
+def mean_field_risk(o: DohmatobOverlaps, m: DohmatobModel):
+    """``R_bar = p^2 H1(1, zeta, rho) - 2 p H2(nu, zeta, rho) + H1(1, 0, rho)`` with ``p = p(mu)`` (Prop. 1, general
+    link), the mean-field limit of ``R = E(f - y)^2 - eps^2`` (eq. 10). ``eta`` does not enter."""
+    p, q = _p_q((m.c * o.mu - m.psi) * m.beta * m.d)
+    a = m.c * o.zeta * math.sqrt(m.d)
+    b = o.rho * m.r * math.sqrt(m.d)
+    H1, H2, H0 = kernel_terms(o.nu, a, b, m.gamma, m.link)
     # the same polynomial in p, written in q = 1 - p where p > 1/2 (keeps (1 - p) accurate in value and derivatives)
     return jnp.where(p > 0.5, (H1 - 2 * H2 + H0) - 2 * q * (H1 - H2) + q**2 * H1, p**2 * H1 - 2 * p * H2 + H0)
 
 
-def corollary1_risk(mu, nu, zeta, rho, m: DohmatobModel):
-    """Corollary 1 (linear link): ``(p c zeta + (1 - p) rho r)^2 d + gamma^2 (p^2 - 2 p nu + 1)``."""
-    p = localisation_probability(mu, m)
-    return (p * m.c * zeta + (1 - p) * rho * m.r) ** 2 * m.d + m.gamma**2 * (p**2 - 2 * p * nu + 1)
+def corollary1_risk(o: DohmatobOverlaps, m: DohmatobModel):
+    """Corollary 1 (linear link): ``R_bar = (p c zeta + (1 - p) rho r)^2 d + gamma^2 (p^2 - 2 p nu + 1)``,
+    ``p = p(mu)``."""
+    p = localisation_probability(o.mu, m)
+    return (p * m.c * o.zeta + (1 - p) * o.rho * m.r) ** 2 * m.d + m.gamma**2 * (p**2 - 2 * p * o.nu + 1)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Monte Carlo of the exact finite-d risk
 
 
-def frame_coordinates(mu, nu, zeta, eta, rho):
-    """Coordinates of u and v in an orthonormal frame ``(u*, v*, e1, e2)`` with the given overlaps:
-    ``u = (mu, eta, p, 0)``, ``v = (zeta, nu, q1, q2)``, ``p = sqrt(1 - mu^2 - eta^2)``, ``q1 = (rho - mu zeta -
-    eta nu) / p``, ``q2 = sqrt(1 - zeta^2 - nu^2 - q1^2)`` (rejected if the overlaps are not realisable)."""
+def check_realisable(o: DohmatobOverlaps) -> None:
+    """Raise ValueError unless the overlaps are those of unit vectors u, v with ``u* . v* = 0``: the coordinates
+    of :func:`attnlab.slr.overlaps.frame_coordinates` must exist (``mu^2 + eta^2 <= 1`` and a real ``q2``)."""
+    mu, nu, eta, zeta, rho = (float(x) for x in (o.mu, o.nu, o.eta, o.zeta, o.rho))
     p = math.sqrt(max(1.0 - mu**2 - eta**2, 0.0))
     q1 = (rho - mu * zeta - eta * nu) / p if p > 0 else 0.0
-    q2sq = 1.0 - zeta**2 - nu**2 - q1**2
-    if q2sq < -1e-12 or (p == 0 and abs(rho - mu * zeta - eta * nu) > 1e-12):
-        raise ValueError(f"overlaps (mu, nu, zeta, eta, rho) = {(mu, nu, zeta, eta, rho)} are not realisable")
-    u4 = np.array([mu, eta, p, 0.0])
-    v4 = np.array([zeta, nu, q1, math.sqrt(max(q2sq, 0.0))])
-    return u4, v4
+    if 1.0 - zeta**2 - nu**2 - q1**2 < -1e-12 or (p == 0 and abs(rho - mu * zeta - eta * nu) > 1e-12):
+        raise ValueError(f"overlaps {o} are not realisable")
 
 
-def mc_risk(key, mu, nu, zeta, eta, rho, m: DohmatobModel, n: int, eps: float = 0.0, chunk: int = 4000):
-    """Monte Carlo of the exact risk ``E(f(X; u, v) - y)^2 - eps^2`` of softmax attention at d = m.d (finite L, exact
-    softmax), drawn in the frame (:func:`attnlab.slr.data.sample_dohmatob_in_frame`). Returns ``(mean, SE)``."""
-    from attnlab.slr.data import sample_dohmatob_in_frame
+def _predict(Z, o: DohmatobOverlaps, lam, link):
+    u4, v4 = frame_coordinates(o.to_marion())
+    return jnp.sum(softmax_weights(lam * (Z @ u4)) * get_link(link)(Z @ v4), axis=-1)
 
-    u4, v4 = (jnp.asarray(x) for x in frame_coordinates(mu, nu, zeta, eta, rho))
-    sigma = get_link(m.link)
+
+def mc_risk(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float = 0.0, chunk: int = 4000):
+    """Monte Carlo of the exact risk ``E(f(X; u, v) - y)^2 - eps^2`` (eq. 10) of softmax attention at d = m.d (finite
+    L, exact softmax) at the overlaps ``o``, drawn in the frame (:func:`attnlab.dohmatob.data.sample_dohmatob_in_frame`)
+    in chunks of ``chunk`` sequences. Returns ``(mean, SE)``."""
+    from attnlab.dohmatob.data import sample_dohmatob_in_frame
+
+    check_realisable(o)
+    o = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), o)
 
     def f(key, k):
         Z, y = sample_dohmatob_in_frame(key, k, m.L, m.gamma, eps, m.d, m.link)
-        pred = jnp.sum(softmax_weights(m.lam * (Z @ u4)) * sigma(Z @ v4), axis=-1)
-        return (pred - y) ** 2 - eps**2
+        return (_predict(Z, o, m.lam, m.link) - y) ** 2 - eps**2
 
     return mc_mean(key, f, n, chunk)
 
 
-def _mc_risk_points(key, o, m: DohmatobModel, n: int, eps: float):
-    from attnlab.dohmatob.rgd import frame_predict
-    from attnlab.slr.data import sample_dohmatob_in_frame
+def _mc_risk_points(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float):
+    from attnlab.dohmatob.data import sample_dohmatob_in_frame
 
     def one(key, oo):
         Z, y = sample_dohmatob_in_frame(key, n, m.L, m.gamma, eps, m.d, m.link)
-        loss = (frame_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
+        loss = (_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
         return jnp.mean(loss), jnp.std(loss, ddof=1) / math.sqrt(n)
 
-    return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.shape[0]), o))
+    return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.mu.shape[0]), o))
 
 
-def mc_risk_batch(key, o, m: DohmatobModel, n: int, eps: float = 0.0):
-    """Monte Carlo exact risk at a batch of overlaps ``o`` (k, 5) = (mu, nu, eta, zeta, rho), one independent
-    in-frame sample of n sequences per point (one compiled call, the points one after the other so a sample's
-    (n, L, 4) tokens are the only large array). Returns ``(mean, SE)``, each of shape (k,)."""
-    o = jnp.asarray(o, dtype=jnp.float64)
-    return jax.jit(lambda k, o: _mc_risk_points(k, o, m, n, eps))(key, o)
+def _points(o: DohmatobOverlaps) -> DohmatobOverlaps:
+    """The overlaps as float64 arrays of one common shape (k,) (scalars broadcast)."""
+    return DohmatobOverlaps(*jnp.broadcast_arrays(*(jnp.asarray(x, dtype=jnp.float64) for x in o)))
+
+
+def mc_risk_batch(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float = 0.0):
+    """Monte Carlo exact risk (as :func:`mc_risk`) at a batch of k points ``o`` (fields of shape (k,); scalars
+    broadcast), one independent in-frame sample of n sequences per point (one compiled call, the points one after
+    the other so a sample's (n, L, 4) tokens are the only large array). Returns ``(mean, SE)``, each of shape (k,)."""
+    return jax.jit(lambda k, o: _mc_risk_points(k, o, m, n, eps))(key, _points(o))
 
 
 def mc_risk_batches(keys, os, models, n: int, eps: float = 0.0):
-    """:func:`mc_risk_batch` for several models (e.g. one per link) in one compiled call: ``keys``, ``os`` and
-    ``models`` are sequences of the same length; returns a list of ``(mean, SE)``."""
-    os = [jnp.asarray(o, dtype=jnp.float64) for o in os]
+    """:func:`mc_risk_batch` for several models (e.g. one per link) in one compiled call: ``keys``, ``os`` (each a
+    :class:`~attnlab.slr.overlaps.DohmatobOverlaps` batch) and ``models`` are sequences of the same length; returns a
+    list of ``(mean, SE)``."""
+    os = [_points(o) for o in os]
     models = tuple(models)
     return jax.jit(lambda ks, os: [_mc_risk_points(k, o, m, n, eps) for k, o, m in zip(ks, os, models)])(
         list(keys), os)

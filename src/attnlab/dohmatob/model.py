@@ -1,4 +1,4 @@
-r"""Softmax attention on single-location regression (Dohmatob, NeurIPS 2025, spec B1-B2, C).
+r"""Softmax attention on single-location regression (Dohmatob, NeurIPS 2025, eqs. 2-4).
 
 The student (eq. 2 of the paper)::
 
@@ -8,7 +8,7 @@ with a link ``sigma`` applied to the values and, in the data model, to the label
 ``"quadratic"`` (t^2), ``"relu"`` (max(t, 0)) or any JAX-traceable callable. The softmax is evaluated through
 log-sum-exp (``logits - logsumexp(logits)``), so it stays finite at beta = 100, d = 400 where the logits reach 1e4.
 
-Dictionary to Marion et al. (spec C): u, v, u*, v* = k, v, k*, v*; overlaps mu, nu, zeta, eta, rho = kappa, nu, theta,
+Dictionary to Marion et al.: u, v, u*, v* = k, v, k*, v*; overlaps mu, nu, zeta, eta, rho = kappa, nu, theta,
 eta, rho; Dohmatob's signal mean ``c sqrt(d) u*`` with ``c = sqrt(1 - gamma^2)`` equals Marion's ``sqrt(d/2) k*``
 exactly when gamma = 1/sqrt(2).
 """
@@ -21,8 +21,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-__all__ = ["LINKS", "get_link", "link_name", "check_gamma", "check_beta", "signal_mean_scale", "inverse_temperature",
-           "softmax_weights", "softmax_attention"]
+__all__ = ["LINKS", "get_link", "link_name", "check_links", "check_gamma", "check_beta", "signal_mean_scale",
+           "inverse_temperature", "softmax_weights", "softmax_attention"]
 
 
 def _linear(t):
@@ -49,12 +49,22 @@ def get_link(link) -> Callable:
     raise ValueError(f"unknown link {link!r}: expected one of {sorted(LINKS)} or a callable")
 
 
+def check_links(links):
+    """Validate a tuple of link names for a preset: each in :data:`LINKS`, no repeats. Returns ``links``."""
+    for link in links:
+        if link not in LINKS:
+            raise ValueError(f"unknown link {link!r}: expected a subset of {sorted(LINKS)}")
+    if len(set(links)) != len(links):
+        raise ValueError("links must be distinct")
+    return links
+
+
 def link_name(link) -> str:
     return link if isinstance(link, str) else getattr(link, "__name__", "custom")
 
 
 def check_gamma(gamma) -> float:
-    """Dohmatob's gamma must lie in (0, 1) so that c = sqrt(1 - gamma^2) > 0 (spec B1)."""
+    """Dohmatob's gamma must lie in (0, 1) so that c = sqrt(1 - gamma^2) > 0 (eq. 4)."""
     g = float(gamma)
     if not (0.0 < g < 1.0):
         raise ValueError(f"gamma must lie in the open interval (0, 1), got {gamma!r}")
@@ -62,7 +72,7 @@ def check_gamma(gamma) -> float:
 
 
 def check_beta(beta) -> float:
-    """The normalised inverse temperature beta must be > 0 (spec B2)."""
+    """The normalised inverse temperature beta must be > 0 (eq. 2, lambda = beta sqrt(d))."""
     b = float(beta)
     if not (b > 0.0 and math.isfinite(b)):
         raise ValueError(f"beta must be a positive finite number, got {beta!r}")

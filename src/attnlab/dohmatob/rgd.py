@@ -1,7 +1,8 @@
-r"""Riemannian gradient descent on the empirical risk of softmax attention (Dohmatob, spec B6 eq. 29, B7).
+r"""Riemannian gradient descent on the empirical risk of softmax attention (Dohmatob, NeurIPS 2025, eq. 29; Figure 2).
 
-One fixed training sample ``(X_i, y_i)_{i <= n}`` in R^d (:func:`attnlab.slr.data.sample_dohmatob`) and the loss
-``R_hat(u, v) = n^-1 sum_i (f(X_i; u, v) - y_i)^2``. Each step is the projected update of Marion's PGD::
+One fixed training sample ``(X_i, y_i)_{i <= n}`` in R^d (:func:`attnlab.dohmatob.data.sample_dohmatob`) and the loss
+``R_hat(u, v) = n^-1 sum_i (f(X_i; u, v) - y_i)^2``. Each step is the projected update of Marion's PGD, with step
+size ``s`` (``step_size``)::
 
     u <- (u - s P_u grad_u R_hat) / |.|,     v <- (v - s P_v grad_v R_hat) / |.|,     P_x = I - x x^T,
 
@@ -10,16 +11,21 @@ starting points sharing that repeat's data (so the token matrix is read once per
 ``lax.scan``, chunked into a few compiled segments for progress reports.
 
 Test risk: ``E(f - y)^2 - eps^2`` estimated on held-out samples drawn in the frame ``(u*, v*, e1, e2)`` of the current
-iterate (:func:`attnlab.slr.data.sample_dohmatob_in_frame`), one fixed draw of frame coordinates per repeat reused at
+iterate (:func:`attnlab.dohmatob.data.sample_dohmatob_in_frame`), one fixed draw of frame coordinates per repeat reused at
 every logged step (common random numbers). At each step this is exactly a fresh test sample of the same law as a
-fixed test set in R^d; :func:`rd_test_risk` evaluates an actual R^d test set as a cross-check.
+fixed test set in R^d (the ``dohmatob-rgd`` preset evaluates an actual R^d test set as a cross-check).
+
+Two implementations of the steps, one chosen per call (:func:`resolve_implementation`): ``"jax"``, a compiled
+``lax.scan`` (any dtype, any link, any backend), and ``"native"``, the C kernel of :mod:`attnlab.dohmatob.rgd_native`
+(float32 tokens, named links, CPU with AVX2 and FMA; about 3.5x faster at Figure-2 size).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,9 +33,14 @@ import numpy as np
 
 from attnlab.dohmatob import rgd_native
 from attnlab.dohmatob.model import get_link, softmax_weights
+from attnlab.errors import AttnlabError
+from attnlab.slr.overlaps import DohmatobOverlaps, frame_coordinates
 
-__all__ = ["empirical_loss", "rgd_step", "RGDLog", "run_rgd", "run_rgd_reference", "init_with_overlap",
-           "frame_coordinates_jnp", "frame_predict", "frame_predict_planes", "overlaps5"]
+__all__ = ["IMPLEMENTATIONS", "Implementation", "empirical_loss", "rgd_step", "RGDLog", "resolve_implementation",
+           "run_rgd", "run_rgd_reference", "init_with_overlap", "frame_predict", "frame_predict_planes"]
+
+Implementation = Literal["auto", "native", "jax"]
+IMPLEMENTATIONS: tuple[str, ...] = ("auto", "native", "jax")
 
 
 def empirical_loss(u, v, X, y, lam, link="linear"):
@@ -39,15 +50,16 @@ def empirical_loss(u, v, X, y, lam, link="linear"):
     return jnp.mean((f - y) ** 2)
 
 
-def _project_step(x, g, s):
-    x_new = x - s * (g - (x @ g) * x)
+def _project_step(x, g, step_size):
+    x_new = x - step_size * (g - (x @ g) * x)
     return x_new / jnp.linalg.norm(x_new)
 
 
-def rgd_step(u, v, X, y, lam, s, link="linear"):
-    """One simultaneous projected-gradient step on the empirical loss."""
+def rgd_step(u, v, X, y, lam, step_size, link="linear"):
+    """One simultaneous projected-gradient step (eq. 29) on the empirical loss:
+    ``u <- (u - s P_u grad_u R_hat) / |.|``, ``v <- (v - s P_v grad_v R_hat) / |.|``, ``s = step_size``."""
     gu, gv = jax.grad(empirical_loss, argnums=(0, 1))(u, v, X, y, lam, link)
-    return _project_step(u, gu, s), _project_step(v, gv, s)
+    return _project_step(u, gu, step_size), _project_step(v, gv, step_size)
 
 
 class RGDLog(NamedTuple):
@@ -109,18 +121,18 @@ def _joint_value_and_grad(W, XL, Y, lam, links):
     return jnp.mean(r.astype(W.dtype) ** 2, axis=-1), G
 
 
-def _project_rows(W, G, s):
-    """``w <- (w - s (g - (w.g) w)) / |.|`` for every row."""
-    W_new = W - s * (G - jnp.sum(W * G, axis=-1, keepdims=True) * W)
+def _project_rows(W, G, step_size):
+    """``w <- (w - step_size (g - (w.g) w)) / |.|`` for every row."""
+    W_new = W - step_size * (G - jnp.sum(W * G, axis=-1, keepdims=True) * W)
     return W_new / jnp.linalg.norm(W_new, axis=-1, keepdims=True)
 
 
 @functools.lru_cache(maxsize=32)
 def _segment_fn(links: tuple, log_every: int, n_logs: int):
-    def one_repeat(W, XL, Y, lam, s):
+    def one_repeat(W, XL, Y, lam, step_size):
         def step(W, _):
             _, G = _joint_value_and_grad(W, XL, Y, lam, links)
-            return _project_rows(W, G, s), None
+            return _project_rows(W, G, step_size), None
 
         def log(W, _):
             W, _ = jax.lax.scan(step, W, None, length=log_every)
@@ -129,17 +141,46 @@ def _segment_fn(links: tuple, log_every: int, n_logs: int):
         return jax.lax.scan(log, W, None, length=n_logs)
 
     # repeats one after the other (not vmapped): a repeat's tokens stay in cache for the whole segment of steps
-    return jax.jit(lambda W, XL, Y, lam, s: jax.lax.map(lambda a: one_repeat(*a, lam, s), (W, XL, Y)))
+    return jax.jit(lambda W, XL, Y, lam, step_size: jax.lax.map(lambda a: one_repeat(*a, lam, step_size), (W, XL, Y)))
 
 
-def _native_applies(links, token_dtype) -> bool:
-    return (jnp.dtype(token_dtype).name == "float32" and jax.default_backend() == "cpu"
-            and all(isinstance(link, str) and link in rgd_native.LINK_CODES for link in links)
-            and rgd_native.available())
+def _native_disabled() -> bool:
+    return os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no")
 
 
-def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",), progress: Callable | None = None,
-            n_segments: int = 10, token_dtype=None, method: str = "auto") -> RGDLog:
+def _native_obstacle(links, token_dtype) -> str | None:
+    """Why the C kernel cannot run these steps here, or None when it can."""
+    if jnp.dtype(token_dtype).name != "float32":
+        return f"it needs float32 tokens (token_dtype is {jnp.dtype(token_dtype).name})"
+    if not all(isinstance(link, str) and link in rgd_native.LINK_CODES for link in links):
+        return f"it needs named links among {sorted(rgd_native.LINK_CODES)}"
+    if jax.default_backend() != "cpu":
+        return f"it runs on the CPU backend only (JAX's backend is {jax.default_backend()})"
+    if _native_disabled():
+        return "disabled by ATTNLAB_NATIVE=0"
+    if not rgd_native.available():
+        return rgd_native.unavailable_reason() or "the C kernel is unavailable"
+    return None
+
+
+def resolve_implementation(implementation: str, links, token_dtype) -> str:
+    """The implementation that runs RGD steps of ``links`` with ``token_dtype`` tokens: ``"native"`` (the C kernel)
+    or ``"jax"``. ``"auto"`` is native where the kernel applies (float32 tokens, named links, CPU backend) and is
+    available (compiled, not disabled by ``ATTNLAB_NATIVE=0``), else jax; ``"native"`` raises
+    :class:`~attnlab.errors.AttnlabError` (one line, the reason) where it cannot run."""
+    if implementation not in IMPLEMENTATIONS:
+        raise AttnlabError(f"unknown implementation {implementation!r}: expected one of {', '.join(IMPLEMENTATIONS)}")
+    if implementation == "jax":
+        return "jax"
+    obstacle = _native_obstacle(tuple(links), token_dtype)
+    if implementation == "native" and obstacle is not None:
+        raise AttnlabError(f"implementation='native' cannot run: {obstacle}")
+    return "native" if obstacle is None else "jax"
+
+
+def run_rgd(u0, v0, X, Y, lam, step_size, n_steps: int, log_every: int, links=("linear",),
+            progress: Callable | None = None, n_segments: int = 10, token_dtype=None,
+            implementation: str = "auto") -> RGDLog:
     """RGD of K runs per repeat: ``u0, v0`` (repeats, K, d), data ``X`` (repeats, n, L, d) shared by the K runs of a
     repeat, labels ``Y`` (repeats, K, n), ``links`` a tuple of K links (names or callables).
 
@@ -148,10 +189,9 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     losses stay in the dtype of ``u0``. float32 cuts the step time by about 2.5x here and its effect on the iterates
     is bounded in the tests.
 
-    ``method``: ``"xla"`` runs the steps as a compiled ``lax.scan``; ``"native"`` runs them in the C kernel of
-    :mod:`attnlab.dohmatob.rgd_native` (float32 tokens, named links, CPU; about 3.5x faster than ``"xla"`` in float32 at
-    Figure-2 size on the 2-core Zen 1 machine); ``"auto"`` (default) takes ``"native"`` where it applies and is
-    available.
+    ``implementation``: ``"jax"`` runs the steps as a compiled ``lax.scan``; ``"native"`` runs them in the C kernel
+    of :mod:`attnlab.dohmatob.rgd_native` (float32 tokens, named links, CPU; about 3.5x faster than ``"jax"`` in
+    float32 at Figure-2 size on the 2-core Zen 1 machine); ``"auto"`` is resolved by :func:`resolve_implementation`.
 
     Returns the iterates at steps ``0, log_every, ..., n_steps`` on axis 1: ``u, v`` (repeats, n_logs + 1, K, d) and
     the training loss (repeats, n_logs + 1, K).
@@ -167,19 +207,14 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     n_segments = max(1, min(n_segments, n_logs))
     while n_logs % n_segments:
         n_segments -= 1
-    if method not in ("auto", "xla", "native"):
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'xla' or 'native'")
     token_dtype = jnp.dtype(token_dtype or X.dtype)
-    native = method == "native" or (method == "auto" and _native_applies(links, token_dtype))
-    if method == "native" and not _native_applies(links, token_dtype):
-        raise ValueError("method='native' needs float32 tokens, named links, the CPU backend and the compiled kernel"
-                         f" ({rgd_native.unavailable_reason() or 'available'})")
+    native = resolve_implementation(implementation, links, token_dtype) == "native"
     R, n, L, d = X.shape
     K = u0.shape[1]
     W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
     if native:
         Xp, Yn, Wn = rgd_native.tokens(X), np.asarray(Y), np.asarray(W, np.float64)
-        loss0 = jnp.asarray(rgd_native.run(Xp, Yn, links, Wn, float(lam), float(s), 1, 0)[1][:, 0], u0.dtype)
+        loss0 = jnp.asarray(rgd_native.run(Xp, Yn, links, Wn, float(lam), float(step_size), 1, 0)[1][:, 0], u0.dtype)
     else:
         loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
         seg = _segment_fn(links, log_every, n_logs // n_segments)
@@ -187,11 +222,12 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
     us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
     for i in range(n_segments):
         if native:
-            lw, ll = rgd_native.run(Xp, Yn, links, Wn, float(lam), float(s), n_logs // n_segments, log_every)
+            lw, ll = rgd_native.run(Xp, Yn, links, Wn, float(lam), float(step_size), n_logs // n_segments,
+                                    log_every)
             Wn = lw[:, -1]
             lw, ll = jnp.asarray(lw, W.dtype), jnp.asarray(ll, loss0.dtype)
         else:
-            W, (lw, ll) = seg(W, XL, Y, lam, s)
+            W, (lw, ll) = seg(W, XL, Y, lam, step_size)
         us.append(lw[:, :, :K])
         vs.append(lw[:, :, K:])
         ls.append(ll)
@@ -203,12 +239,12 @@ def run_rgd(u0, v0, X, Y, lam, s, n_steps: int, log_every: int, links=("linear",
 _rgd_step_jit = jax.jit(rgd_step, static_argnames=("link",))
 
 
-def run_rgd_reference(u0, v0, X, y, lam, s, n_steps: int, link="linear"):
+def run_rgd_reference(u0, v0, X, y, lam, step_size, n_steps: int, link="linear"):
     """Plain reference for the benchmark: one run, a Python loop over steps of a jitted step (compiled once per
     link and shape; the data are arguments, not constants baked into the program)."""
     u, v = u0, v0
     for _ in range(n_steps):
-        u, v = _rgd_step_jit(u, v, X, y, lam, s, link=link)
+        u, v = _rgd_step_jit(u, v, X, y, lam, step_size, link=link)
     return jax.block_until_ready((u, v))
 
 
@@ -220,35 +256,20 @@ def init_with_overlap(key, u_star, mu0, d: int):
     return mu0 * u_star + jnp.sqrt(1.0 - mu0**2) * w
 
 
-def overlaps5(u, v, u_star, v_star):
-    """Dohmatob's overlaps stacked on the last axis: ``(mu, nu, eta, zeta, rho) = (u.u*, v.v*, u.v*, v.u*, u.v)``."""
-    return jnp.stack([u @ u_star, v @ v_star, u @ v_star, v @ u_star, jnp.sum(u * v, axis=-1)], axis=-1)
-
-
-def frame_coordinates_jnp(o):
-    """u, v in the frame ``(u*, v*, e1, e2)`` from overlaps ``o = (mu, nu, eta, zeta, rho)`` (last axis), JAX."""
-    mu, nu, eta, zeta, rho = (o[..., i] for i in range(5))
-    tiny = 1e-300
-    p = jnp.sqrt(jnp.maximum(1.0 - mu**2 - eta**2, 0.0))
-    q1 = jnp.where(p > tiny, (rho - mu * zeta - eta * nu) / jnp.maximum(p, tiny), 0.0)
-    q2 = jnp.sqrt(jnp.maximum(1.0 - zeta**2 - nu**2 - q1**2, 0.0))
-    zero = jnp.zeros_like(p)
-    return jnp.stack([mu, eta, p, zero], axis=-1), jnp.stack([zeta, nu, q1, q2], axis=-1)
-
-
-def frame_predict(Z, o, lam, link="linear"):
-    """Predictions on frame coordinates ``Z`` (n, L, 4) of the (u, v) with overlaps ``o`` (5,)."""
-    u4, v4 = frame_coordinates_jnp(o)
+def frame_predict(Z, o: DohmatobOverlaps, lam, link="linear"):
+    """Predictions ``f = sum_l softmax(lam Z u4)_l sigma(Z_l . v4)`` on frame coordinates ``Z`` (n, L, 4) of the
+    (u, v) with overlaps ``o`` (u4, v4 from :func:`attnlab.slr.overlaps.frame_coordinates`)."""
+    u4, v4 = frame_coordinates(o.to_marion())
     return jnp.sum(softmax_weights(lam * (Z @ u4)) * get_link(link)(Z @ v4), axis=-1)
 
 
-def frame_predict_planes(Zs, o, lam, link="linear"):
+def frame_predict_planes(Zs, o: DohmatobOverlaps, lam, link="linear"):
     """:func:`frame_predict` on the frame coordinates given as four planes ``Zs[k] = Z[..., k]`` (n, L), the scores
     ``a = lam sum_k u_k Zs[k]`` elementwise. Splitting Z into planes once and evaluating many (u, v) on them (a
     held-out set at every logged iterate) is about 1.3x faster than the (n, L, 4) products. The softmax takes one
     exponential per token: ``f = sum_l e_l g_l / sum_l e_l``, ``e = exp(a - max_l a)`` (every e <= 1 and the largest
     is 1, so the ratio is finite for any finite scores)."""
-    u4, v4 = frame_coordinates_jnp(o)
+    u4, v4 = frame_coordinates(o.to_marion())
     a = lam * (Zs[0] * u4[0] + Zs[1] * u4[1] + Zs[2] * u4[2] + Zs[3] * u4[3])
     b = Zs[0] * v4[0] + Zs[1] * v4[1] + Zs[2] * v4[2] + Zs[3] * v4[3]
     e = jnp.exp(a - jnp.max(a, axis=-1, keepdims=True))

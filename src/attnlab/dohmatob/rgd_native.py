@@ -1,5 +1,6 @@
-r"""A C kernel for Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, spec B6 eq. 29, B7),
-float32 token arithmetic on CPUs with AVX2 and FMA (used by :func:`attnlab.dohmatob.rgd.run_rgd`).
+r"""A C kernel for Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, eq. 29, Figure 2),
+float32 token arithmetic on CPUs with AVX2 and FMA (used by :func:`attnlab.dohmatob.rgd.run_rgd` with
+implementation="native").
 
 The math is that of :func:`attnlab.dohmatob.rgd._joint_value_and_grad`: K runs share the tokens of a repeat; run k
 has ``a = lam X u``, ``b = X v``, ``w = softmax(a)`` over the L tokens, ``g = sigma(b)``, ``f = sum_l w_l g_l``,
@@ -7,7 +8,7 @@ has ``a = lam X u``, ``b = X v``, ``w = softmax(a)`` over the L tokens, ``g = si
 
     d/da_l = (2/n) r lam w_l (g_l - f),      d/db_l = (2/n) r w_l sigma'(b_l),      grad_u = X^T d/da,  grad_v = X^T d/db,
 
-then ``w <- (w - s (g - (w.g) w)) / |.|`` for every row, in float64.
+then ``w <- (w - step_size (g - (w.g) w)) / |.|`` for every row, in float64.
 
 Why C: XLA on CPU runs each step as two separate token products (scores ``X [U V]^T`` and gradient ``C X``) with the
 softmax in between, so the 8 MB of float32 tokens of a Figure-2 repeat (n L = 20,000 tokens, d = 100) go through
@@ -36,7 +37,7 @@ sums of 8 lanes, softmax over 3 vectors of which 20 of 24 lanes were used) took 
 XLA float32 path 6.3 ms.
 
 Differences from the JAX float32 path are float32 round-off (the order of the sums and a polynomial exp2 with
-relative error below 2e-7), bounded in ``tests/slr/test_rgd_native.py``: at Figure-2 shapes, after 40 steps, the
+relative error below 2e-7), bounded in ``tests/dohmatob/test_rgd_native.py``: at Figure-2 shapes, after 40 steps, the
 iterates are within 2.6e-6 of the float64 path and the losses within a relative 1.3e-5 (the XLA float32 path: 2.1e-5
 and 2.8e-5).
 
@@ -79,7 +80,7 @@ def tokens(X) -> np.ndarray:
     return np.ascontiguousarray(X.reshape(R, nb, 8, L, d).transpose(0, 1, 3, 4, 2))
 
 
-def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
+def run(Xp, Y, links, W0, lam: float, step_size: float, n_logs: int, log_every: int):
     """``n_logs * log_every`` RGD steps of K runs per repeat.
 
     ``Xp`` (R, ceil(n / 8), L, d, 8) from :func:`tokens`; ``Y`` (R, K, n) labels; ``links`` K names from
@@ -106,7 +107,7 @@ def run(Xp, Y, links, W0, lam: float, s: float, n_logs: int, log_every: int):
     Wlog = np.empty((R, n_logs, 2 * K, d))
     loss = np.empty((R, n_logs, K))
     p = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-    status = lib.attnlab_rgd(R, n, L, d, K, p(Xp), p(Yp), p(codes), float(lam), float(s), n_logs, log_every,
+    status = lib.attnlab_rgd(R, n, L, d, K, p(Xp), p(Yp), p(codes), float(lam), float(step_size), n_logs, log_every,
                              p(W), p(Wlog), p(loss))
     if status != 0:
         raise RuntimeError(f"native RGD kernel failed (status {status})")

@@ -1,1 +1,37 @@
-"""marion"""
+"""Erf attention on single-location regression: Marion, Berthier, Biau, Boyer (ICLR 2025).
+
+* :mod:`attnlab.marion.risk` -- the closed-form population risk in the five overlaps (Theorem 1), oracle and linear baseline;
+* :mod:`attnlab.marion.predictors` -- erf attention ``T_lambda``, the oracle, the best linear predictor, the Bayes predictor;
+* :mod:`attnlab.marion.dynamics` -- projected GD on the sphere (vector and exact 5-overlap recursion), online SGD;
+* :mod:`attnlab.marion.montecarlo` -- Monte Carlo risks in R^d (excess, Bayes, linear baseline);
+* :mod:`attnlab.marion.presets` -- the five official configurations as presets;
+* :mod:`attnlab.marion.figures` -- the presets' figure.
+
+The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`).
+"""
+
+from attnlab.marion import dynamics as _dynamics
+from attnlab.marion import predictors as _predictors
+from attnlab.marion import risk as _risk
+from attnlab.marion.dynamics import SLRParams
+from attnlab.runtime import float64 as _float64
+from attnlab.slr.overlaps import Overlaps
+
+population_excess_risk = _float64(_risk.population_excess_risk)
+population_risk = _float64(_risk.population_risk)
+risk_R = _float64(_risk.risk_R)
+risk_on_manifold = _float64(_risk.risk_on_manifold)
+oracle_excess_risk = _float64(_risk.oracle_excess_risk)
+linear_baseline_risk = _float64(_risk.linear_baseline_risk)
+erf_attention = _float64(_predictors.erf_attention)
+bayes_predictor = _float64(_predictors.bayes_predictor)
+distance_to_manifold = _float64(_dynamics.distance_to_manifold)
+pgd_step_reduced = _float64(_dynamics.pgd_step_reduced)
+run_pgd_reduced = _float64(_dynamics.run_pgd_reduced)
+run_pgd_full = _float64(_dynamics.run_pgd_full)
+run_sgd_reduced = _float64(_dynamics.run_sgd_reduced)
+run_sgd_full = _float64(_dynamics.run_sgd_full)
+
+__all__ = ["Overlaps", "SLRParams", "population_excess_risk", "population_risk", "risk_R", "risk_on_manifold",
+           "oracle_excess_risk", "linear_baseline_risk", "erf_attention", "bayes_predictor", "distance_to_manifold",
+           "pgd_step_reduced", "run_pgd_reduced", "run_pgd_full", "run_sgd_reduced", "run_sgd_full"]

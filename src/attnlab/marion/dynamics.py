@@ -1,26 +1,28 @@
-r"""Training dynamics for erf-attention on SLR (Marion et al., spec A5, A6).
+r"""Training dynamics for erf-attention on SLR (Marion et al., ICLR 2025: projected GD, Definition 1; online SGD).
 
-Projected (Riemannian) gradient descent on the sphere, with simultaneous updates at the old point::
+Projected (Riemannian) gradient descent on the sphere with step size ``s`` (``step_size``), simultaneous updates at
+the old point::
 
-    k~ = k - alpha (g_k - (k . g_k) k),   k' = k~ / |k~|,       v~ = v - alpha (g_v - (v . g_v) v),   v' = v~ / |v~|
+    k~ = k - s (g_k - (k . g_k) k),   k' = k~ / |k~|,       v~ = v - s (g_v - (v . g_v) v),   v' = v~ / |v~|
 
 where ``g_k, g_v`` are Euclidean gradients of the population risk (PGD) or of a fresh mini-batch loss (online SGD).
 
 Three simulators:
 
 * **full-vector** PGD and SGD in R^d, written the direct way (reference implementations);
-* **reduced PGD**: the exact recursion on the five overlaps (spec A6.1). Since R depends on (k, v) only through the
-  overlaps, ``g_k = R_kappa k* + R_eta v* + R_rho v`` and ``g_v = R_nu v* + R_theta k* + R_rho k``; every new
-  overlap is an inner product of such combinations, so one step costs O(1), whatever d;
+* **reduced PGD**: the exact recursion on the five overlaps (:class:`attnlab.slr.overlaps.Overlaps`). Since R
+  depends on (k, v) only through the overlaps, ``g_k = R_kappa k* + R_eta v* + R_rho v`` and
+  ``g_v = R_nu v* + R_theta k* + R_rho k``; every new overlap is an inner product of such combinations, so one step
+  costs O(1), whatever d;
 * **reduced SGD**: the same Markov chain on the overlaps as full-vector SGD, exact in law. The data law is invariant
   under rotations that fix k* and v*, so the overlaps form a Markov chain. One step draws the tokens' coordinates in
   the frame ``(k*, v*, e1, e2)`` spanned by the current state (4 per token) and, for the ``d - 4`` remaining
   coordinates, only the 2x2 Gram matrix of the two gradient components there, which is Wishart(d - 4, Sigma) given
   the in-frame data. The cost per step does not grow with d.
 
-The lambda schedule is ``lambda_t = lambda0 / (1 + 1e-4 t)`` (spec A6.3), t the index of the step.
+The lambda schedule is ``lambda_t = lambda0 / (1 + 1e-4 t)`` (the official code's schedule), t the index of the step.
 
-Logging convention: unlike the official code (spec A8 item 3, the risk logged one step behind the overlaps), every
+Logging convention: unlike the official code (whose logged risk is one step behind the overlaps), every
 logged quantity here is evaluated at the same iterate, with the lambda of the next step to be taken.
 """
 
@@ -35,8 +37,9 @@ import jax.numpy as jnp
 from jax.scipy.special import erf
 
 from attnlab.marion.predictors import erf_attention
-from attnlab.marion.risk import Overlaps, erf_prime, population_excess_risk, risk_R
-from attnlab.slr.data import sample_slr, sample_slr_in_frame
+from attnlab.marion.risk import erf_prime, population_excess_risk, risk_R
+from attnlab.slr.data import init_sphere, orthonormal_frame, sample_slr, sample_slr_in_frame
+from attnlab.slr.overlaps import Overlaps, frame_coordinates, overlaps
 
 __all__ = [
     "SCHEDULE_RATE",
@@ -66,39 +69,28 @@ SCHEDULE_RATE = 1e-4
 
 class SLRParams(NamedTuple):
     """Problem and optimiser constants: dimension d, sequence length L, signal std gamma, label noise eps,
-    step size alpha, initial scale lambda0 and whether the schedule ``lambda0 / (1 + 1e-4 t)`` is on."""
+    the step size, initial scale lambda0 and whether the schedule ``lambda0 / (1 + 1e-4 t)`` is on. Build it with
+    keywords: ``SLRParams(d=400, L=10, gamma=0.5**0.5, eps=0.0, step_size=4e-3, lambda0=0.1, schedule=False)``."""
 
     d: int
     L: int
     gamma: float
     eps: float
-    alpha: float
+    step_size: float
     lambda0: float
     schedule: bool
 
 
 def lambda_at(t, lambda0, schedule: bool):
-    """``lambda_t = lambda0 / (1 + 1e-4 t)`` if ``schedule`` else ``lambda0`` (spec A6.3)."""
+    """``lambda_t = lambda0 / (1 + 1e-4 t)`` if ``schedule`` else ``lambda0`` (official schedule)."""
     t = jnp.asarray(t, dtype=jnp.float64)
     return jnp.where(schedule, lambda0 / (1.0 + SCHEDULE_RATE * t), lambda0 + 0.0 * t)
 
 
-def overlaps(k, v, k_star, v_star) -> Overlaps:
-    """The five overlaps ``(k.k*, v.v*, v.k*, k.v*, k.v)`` (spec A3.1)."""
-    return Overlaps(k @ k_star, v @ v_star, v @ k_star, k @ v_star, k @ v)
-
-
 def distance_to_manifold(o: Overlaps):
-    """Constraint residual ``sqrt(theta^2 + eta^2 + rho^2)``: the logged "distance to M" (spec A5)."""
+    """Constraint residual ``sqrt(theta^2 + eta^2 + rho^2)``: the logged "distance to M"
+    (M = {theta = eta = rho = 0}, invariant under PGD)."""
     return jnp.sqrt(o.theta**2 + o.eta**2 + o.rho**2)
-
-
-def init_sphere(key, d: int):
-    """Independent uniform k and v on the sphere S^{d-1} (official ``initialize_on_sphere``)."""
-    kk, kv = jax.random.split(key)
-    k = jax.random.normal(kk, (d,))
-    v = jax.random.normal(kv, (d,))
-    return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
 def init_manifold(key, k_star, v_star):
@@ -117,70 +109,55 @@ def init_manifold(key, k_star, v_star):
     return k, v / jnp.linalg.norm(v)
 
 
-def _frame_coordinates(o: Overlaps):
-    """Coordinates of k and v in the orthonormal frame (k*, v*, e1, e2) built from the overlaps:
-    ``k = (kappa, eta, p, 0)``, ``v = (theta, nu, q1, q2)`` with ``p = sqrt(1 - kappa^2 - eta^2)``,
-    ``q1 = (rho - kappa theta - eta nu) / p`` and ``q2 = sqrt(1 - theta^2 - nu^2 - q1^2)``."""
-    tiny = 1e-300
-    p = jnp.sqrt(jnp.maximum(1.0 - o.kappa**2 - o.eta**2, 0.0))
-    q1 = jnp.where(p > tiny, (o.rho - o.kappa * o.theta - o.eta * o.nu) / jnp.maximum(p, tiny), 0.0)
-    q2 = jnp.sqrt(jnp.maximum(1.0 - o.theta**2 - o.nu**2 - q1**2, 0.0))
-    zero = jnp.zeros_like(p)
-    k4 = jnp.stack([o.kappa, o.eta, p, zero], axis=-1)
-    v4 = jnp.stack([o.theta, o.nu, q1, q2], axis=-1)
-    return k4, v4
-
-
 def vectors_from_overlaps(key, o: Overlaps, d: int):
     """Vectors ``(k_star, v_star, k, v)`` in R^d with the given overlaps, in a uniformly random orthonormal frame."""
-    from attnlab.slr.data import orthonormal_frame
-
     E = orthonormal_frame(key, d, 4)
-    k4, v4 = _frame_coordinates(o)
+    k4, v4 = frame_coordinates(o)
     return E[0], E[1], k4 @ E, v4 @ E
 
 
-def retract_overlaps(o: Overlaps, alpha, k_gk, v_gv, gk_kstar, gk_vstar, gv_kstar, gv_vstar, k_gv, gk_v, gk2, gv2, gk_gv):
+def retract_overlaps(o: Overlaps, step_size, k_gk, v_gv, gk_kstar, gk_vstar, gv_kstar, gv_vstar, k_gv, gk_v, gk2, gv2,
+                     gk_gv):
     """New overlaps after the projected step and normalisation, from inner products of the gradients.
 
-    With ``a = 1 + alpha k.g_k`` and ``b = 1 + alpha v.g_v``: ``k~ = a k - alpha g_k``, ``v~ = b v - alpha g_v``,
-    ``|k~|^2 = 1 + alpha^2 (|g_k|^2 - (k.g_k)^2)`` and ``k~.v~ = a b rho - a alpha k.g_v - b alpha g_k.v
-    + alpha^2 g_k.g_v``.
+    With ``s = step_size``, ``a = 1 + s k.g_k`` and ``b = 1 + s v.g_v``: ``k~ = a k - s g_k``, ``v~ = b v - s g_v``,
+    ``|k~|^2 = 1 + s^2 (|g_k|^2 - (k.g_k)^2)`` and ``k~.v~ = a b rho - a s k.g_v - b s g_k.v + s^2 g_k.g_v``.
     """
-    a = 1.0 + alpha * k_gk
-    b = 1.0 + alpha * v_gv
-    nk = jnp.sqrt(1.0 + alpha**2 * (gk2 - k_gk**2))
-    nv = jnp.sqrt(1.0 + alpha**2 * (gv2 - v_gv**2))
-    kappa = (a * o.kappa - alpha * gk_kstar) / nk
-    eta = (a * o.eta - alpha * gk_vstar) / nk
-    nu = (b * o.nu - alpha * gv_vstar) / nv
-    theta = (b * o.theta - alpha * gv_kstar) / nv
-    rho = (a * b * o.rho - a * alpha * k_gv - b * alpha * gk_v + alpha**2 * gk_gv) / (nk * nv)
+    a = 1.0 + step_size * k_gk
+    b = 1.0 + step_size * v_gv
+    nk = jnp.sqrt(1.0 + step_size**2 * (gk2 - k_gk**2))
+    nv = jnp.sqrt(1.0 + step_size**2 * (gv2 - v_gv**2))
+    kappa = (a * o.kappa - step_size * gk_kstar) / nk
+    eta = (a * o.eta - step_size * gk_vstar) / nk
+    nu = (b * o.nu - step_size * gv_vstar) / nv
+    theta = (b * o.theta - step_size * gv_kstar) / nv
+    rho = (a * b * o.rho - a * step_size * k_gv - b * step_size * gk_v + step_size**2 * gk_gv) / (nk * nv)
     return Overlaps(kappa, nu, theta, eta, rho)
 
 
-def _projected_update(x, g, alpha):
-    x_new = x - alpha * (g - (x @ g) * x)
+def _projected_update(x, g, step_size):
+    x_new = x - step_size * (g - (x @ g) * x)
     return x_new / jnp.linalg.norm(x_new)
 
 
-def pgd_step_full(k, v, k_star, v_star, lam, alpha, gamma, d, L):
-    """One full-vector PGD step on the population risk (spec A6.1); gradients by autodiff through the overlaps."""
+def pgd_step_full(k, v, k_star, v_star, lam, step_size, gamma, d, L):
+    """One full-vector PGD step on the population risk (Definition 1); gradients by autodiff through the overlaps."""
 
     def R(k, v):
         return risk_R(overlaps(k, v, k_star, v_star), lam, gamma, d, L)
 
     g_k, g_v = jax.grad(R, argnums=(0, 1))(k, v)
-    return _projected_update(k, g_k, alpha), _projected_update(v, g_v, alpha)
+    return _projected_update(k, g_k, step_size), _projected_update(v, g_v, step_size)
 
 
-def pgd_step_reduced(o: Overlaps, lam, alpha, gamma, d, L) -> Overlaps:
-    """One PGD step as the exact recursion on the five overlaps (spec A6.1)."""
-    Rk, Rn, Rt, Re, Rr = jax.grad(risk_R)(o, lam, gamma, d, L)
-    kappa, nu, theta, eta, rho = o
+def pgd_step_reduced(o: Overlaps, lam, step_size, gamma, d, L) -> Overlaps:
+    """One PGD step as the exact recursion on the five overlaps (exact in float64 up to round-off)."""
+    g = jax.grad(risk_R)(o, lam, gamma, d, L)
+    Rk, Rn, Rt, Re, Rr = g.kappa, g.nu, g.theta, g.eta, g.rho
+    kappa, nu, theta, eta, rho = o.kappa, o.nu, o.theta, o.eta, o.rho
     return retract_overlaps(
         o,
-        alpha,
+        step_size,
         k_gk=Rk * kappa + Re * eta + Rr * rho,
         v_gv=Rn * nu + Rt * theta + Rr * rho,
         gk_kstar=Rk + Rr * theta,
@@ -205,15 +182,15 @@ def _batch_loss_grads(hk, hv, y, lam):
     return jnp.mean(r**2), c, e
 
 
-def sgd_step_full(key, k, v, k_star, v_star, lam, alpha, gamma, eps, batch_size: int, L: int):
-    """One online-SGD step in R^d on a fresh batch (spec A6.2). Returns ``(k, v, batch_loss)``."""
+def sgd_step_full(key, k, v, k_star, v_star, lam, step_size, gamma, eps, batch_size: int, L: int):
+    """One online-SGD step in R^d on a fresh batch (the official ``sgd_step``). Returns ``(k, v, batch_loss)``."""
     X, y, _ = sample_slr(key, k_star, v_star, batch_size, L, gamma, eps)
 
     def loss(k, v):
         return jnp.mean((erf_attention(X, k, v, lam) - y) ** 2)
 
     value, (g_k, g_v) = jax.value_and_grad(loss, argnums=(0, 1))(k, v)
-    return _projected_update(k, g_k, alpha), _projected_update(v, g_v, alpha), value
+    return _projected_update(k, g_k, step_size), _projected_update(v, g_v, step_size), value
 
 
 class SGDNoise(NamedTuple):
@@ -245,7 +222,7 @@ def draw_sgd_noise(key, batch_size: int, L: int, gamma, eps, d: int, n_steps: in
                     scale.reshape(*lead, batch_size, L), a11_sq, a22_sq, jax.random.normal(k3, lead))
 
 
-def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, alpha):
+def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, step_size):
     """One online-SGD step as a Markov chain on the overlaps, exact in law (module docstring).
 
     The gradient components outside the frame are ``g_k^perp = sum c_bl s_bl w_bl``, ``g_v^perp = sum e_bl s_bl w_bl``
@@ -254,7 +231,7 @@ def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, alpha):
     Returns ``(overlaps, batch_loss)``.
     """
     Z, y, scale = noise.Z, noise.y, noise.scale
-    k4, v4 = _frame_coordinates(o)
+    k4, v4 = frame_coordinates(o)
     loss, c, e = _batch_loss_grads(Z @ k4, Z @ v4, y, lam)
     gk = jnp.einsum("bl,blj->j", c, Z)
     gv = jnp.einsum("bl,blj->j", e, Z)
@@ -271,7 +248,7 @@ def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, alpha):
     G22 = C21**2 * W11 + 2.0 * C21 * C22 * W12 + C22**2 * W22
     new = retract_overlaps(
         o,
-        alpha,
+        step_size,
         k_gk=k4 @ gk,
         v_gv=v4 @ gv,
         gk_kstar=gk[0],
@@ -287,9 +264,9 @@ def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, alpha):
     return new, loss
 
 
-def sgd_step_reduced(key, o: Overlaps, lam, alpha, gamma, eps, batch_size: int, L: int, d: int):
+def sgd_step_reduced(key, o: Overlaps, lam, step_size, gamma, eps, batch_size: int, L: int, d: int):
     """One reduced online-SGD step from a key (requires d >= 5). Returns ``(overlaps, batch_loss)``."""
-    return sgd_step_reduced_from_noise(draw_sgd_noise(key, batch_size, L, gamma, eps, d), o, lam, alpha)
+    return sgd_step_reduced_from_noise(draw_sgd_noise(key, batch_size, L, gamma, eps, d), o, lam, step_size)
 
 
 def _in_frame_test_excess_risk(test_set, o: Overlaps, lam, eps):
@@ -300,7 +277,7 @@ def _in_frame_test_excess_risk(test_set, o: Overlaps, lam, eps):
     estimate has exactly the law of an ``n_test``-sample held-out estimate in R^d.
     """
     Z, y, _ = test_set
-    k4, v4 = _frame_coordinates(o)
+    k4, v4 = frame_coordinates(o)
     T = jnp.sum(erf(lam * (Z @ k4)) * (Z @ v4), axis=-1)
     return jnp.mean((T - y) ** 2) - eps**2
 
@@ -342,14 +319,14 @@ def _segment_count(n_logs: int, requested: int) -> int:
 
 def _traced(p: SLRParams) -> SLRParams:
     """The parameters as arrays, so compiled code is reused across values (sweeps recompile only for new shapes)."""
-    return SLRParams(*(jnp.asarray(x) for x in p))
+    return jax.tree.map(jnp.asarray, p)
 
 
 @partial(jax.jit, static_argnames=("log_every", "per_seg"))
 def _pgd_reduced_segment(o, i, p: SLRParams, log_every: int, per_seg: int):
     def one_step(o, t):
         lam = lambda_at(t, p.lambda0, p.schedule)
-        return pgd_step_reduced(o, lam, p.alpha, p.gamma, p.d, p.L), None
+        return pgd_step_reduced(o, lam, p.step_size, p.gamma, p.d, p.L), None
 
     def one_log(o, t0):
         o, _ = jax.lax.scan(one_step, o, t0 + jnp.arange(log_every))
@@ -378,7 +355,7 @@ def run_pgd_reduced(o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, pr
 def _pgd_full(k, v, k_star, v_star, p: SLRParams, n_logs: int, log_every: int):
     def one_step(kv, t):
         lam = lambda_at(t, p.lambda0, p.schedule)
-        return pgd_step_full(*kv, k_star, v_star, lam, p.alpha, p.gamma, p.d, p.L), None
+        return pgd_step_full(*kv, k_star, v_star, lam, p.step_size, p.gamma, p.d, p.L), None
 
     def one_log(kv, t0):
         kv, _ = jax.lax.scan(one_step, kv, t0 + jnp.arange(log_every))
@@ -408,7 +385,7 @@ def _sgd_reduced_segment(o, i, train_keys, test_sets, p: SLRParams, L: int, log_
     def one_step(o, nt):
         noise, t = nt
         lam = lambda_at(t, p.lambda0, p.schedule)
-        return sgd_step_reduced_from_noise(noise, o, lam, p.alpha)[0], None
+        return sgd_step_reduced_from_noise(noise, o, lam, p.step_size)[0], None
 
     def one_log(o, key, test_set, t0):
         # All the randomness of a logging interval in one draw: fewer, larger RNG calls.
@@ -459,7 +436,7 @@ def _sgd_full(key, k, v, k_star, v_star, p: SLRParams, L: int, n_logs: int, log_
 
     def one_step(kv, t):
         lam = lambda_at(t, p.lambda0, p.schedule)
-        k, v, _ = sgd_step_full(jax.random.fold_in(k_train, t), *kv, k_star, v_star, lam, p.alpha, p.gamma, p.eps,
+        k, v, _ = sgd_step_full(jax.random.fold_in(k_train, t), *kv, k_star, v_star, lam, p.step_size, p.gamma, p.eps,
                                 batch_size, L)
         return (k, v), None
 

@@ -1,30 +1,22 @@
 r"""Monte Carlo estimators for SLR risks, drawn from the d-dimensional sampler :func:`attnlab.slr.data.sample_slr`.
 
-Each returns ``(mean, standard_error)`` so that a closed form can be compared at a tolerance derived from the SE.
+Each returns ``(mean, standard_error)`` (:func:`attnlab.slr.montecarlo.mc_mean`, re-exported here) so
+that a closed form can be compared at a tolerance derived from the SE.
 Samples are drawn in chunks (a ``lax.map`` over chunk keys) to bound memory at large d. The estimators are jitted
 with the sizes static and everything else traced, so repeated calls (sweeps, checks) reuse the compiled code.
 """
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 
 from attnlab.marion.predictors import bayes_predictor, erf_attention, linear_baseline_predictor
 from attnlab.slr.data import sample_slr
+from attnlab.slr.montecarlo import mc_mean
 
 __all__ = ["mc_mean", "mc_excess_risk", "mc_bayes_risk", "mc_linear_baseline_risk"]
-
-
-def mc_mean(key, sample_fn, n: int, chunk: int = 2000):
-    """Mean and standard error of the scalar samples ``sample_fn(key, chunk) -> (chunk,)`` over ``n`` draws."""
-    n_chunks = max(1, math.ceil(n / chunk))
-    keys = jax.random.split(key, n_chunks)
-    vals = jax.lax.map(lambda k: sample_fn(k, chunk), keys).reshape(-1)
-    return jnp.mean(vals), jnp.std(vals, ddof=1) / jnp.sqrt(vals.size)
 
 
 @partial(jax.jit, static_argnames=("L", "n", "chunk"))
@@ -40,7 +32,7 @@ def mc_excess_risk(key, k, v, k_star, v_star, lam, gamma, L: int, n: int, eps=0.
 
 @partial(jax.jit, static_argnames=("L", "n", "chunk"))
 def mc_bayes_risk(key, k_star, v_star, gamma, L: int, n: int, eps=0.0, chunk: int = 2000):
-    """Monte Carlo Bayes risk ``E[(E[y|X] - y)^2]`` (spec A4): at least eps^2, tending to it as J0 becomes
+    """Monte Carlo Bayes risk ``E[(E[y|X] - y)^2]`` (the Bayes predictor E[y|X]): at least eps^2, tending to it as J0 becomes
     identifiable."""
 
     def f(key, m):
@@ -52,7 +44,7 @@ def mc_bayes_risk(key, k_star, v_star, gamma, L: int, n: int, eps=0.0, chunk: in
 
 @partial(jax.jit, static_argnames=("L", "n", "chunk"))
 def mc_linear_baseline_risk(key, k_star, v_star, gamma, L: int, n: int, eps=0.0, chunk: int = 2000):
-    """Monte Carlo risk of the best linear predictor (spec A2)."""
+    """Monte Carlo risk of the best linear predictor (Prop. 3)."""
 
     def f(key, m):
         X, y, _ = sample_slr(key, k_star, v_star, m, L, gamma, eps)

@@ -1,4 +1,4 @@
-r"""Predictors for single-location regression (spec A2, A4).
+r"""Predictors for single-location regression (Marion et al., ICLR 2025; the linear baseline of Prop. 3).
 
 * erf-attention (Marion et al.): ``T_lambda(X; k, v) = sum_l erf(lambda X_l . k) (X_l . v) = erf(lambda X k)^T (X v)``;
 * the oracle ``T_lambda(X; k*, v*)``;
@@ -44,5 +44,5 @@ def bayes_posterior(X, k_star, gamma):
 
 
 def bayes_predictor(X, k_star, v_star, gamma):
-    """Bayes predictor ``E[y | X] = sum_l P(J0 = l | X) X_l . v*`` (spec A4)."""
+    """Bayes predictor ``E[y | X] = sum_l P(J0 = l | X) X_l . v*``."""
     return jnp.sum(bayes_posterior(X, k_star, gamma) * (X @ v_star), axis=-1)

@@ -1,8 +1,8 @@
 """Presets for Marion, Berthier, Biau, Boyer, "Attention layers provably solve single-location regression" (ICLR 2025).
 
-One preset per official configuration (spec A7), full size by default (30 repeats, all steps). All use L = 10 and
-gamma = sqrt(1/2). The figure mapping (4a, 4b, 5, 7a/7b) is inferred from quoted sentences of the paper [I]; the
-official config ``filename`` is given in each description as the reliable key.
+One preset per official configuration (the official repository's configs), full size by default (30 repeats, all
+steps). All use L = 10 and gamma = sqrt(1/2). The figure mapping (4a, 4b, 5, 7a/7b) is inferred from quoted
+sentences of the paper [I]; the official config ``filename`` is given in each description as the reliable key.
 
 Simulation: PGD runs use the exact five-overlap recursion (``simulator="reduced"``) with the d-dimensional
 vector PGD of repeat 0 run alongside as a check; ``simulator="full"`` runs every repeat in R^d. SGD uses the
@@ -26,23 +26,21 @@ from attnlab.marion.dynamics import (
     SLRParams,
     distance_to_manifold,
     init_manifold,
-    init_sphere,
     lambda_at,
-    overlaps,
     run_pgd_full,
     run_pgd_reduced,
     run_sgd_full,
     run_sgd_reduced,
     vectors_from_overlaps,
 )
+from attnlab.marion.figures import CITATION, plot
 from attnlab.marion.montecarlo import mc_bayes_risk, mc_excess_risk
-from attnlab.marion.risk import Overlaps, linear_baseline_risk, oracle_excess_risk, population_excess_risk
-from attnlab.plot import band, plt
+from attnlab.marion.risk import linear_baseline_risk, oracle_excess_risk, population_excess_risk
 from attnlab.registry import Check, Preset, register
-from attnlab.slr.data import sample_teacher
+from attnlab.slr.data import init_sphere, sample_teacher
+from attnlab.slr.overlaps import Overlaps, overlaps
 
-CITATION = "Marion, Berthier, Biau, Boyer, ICLR 2025"
-OVERLAP_NAMES = ("kappa", "nu", "theta", "eta", "rho")
+OVERLAP_NAMES = Overlaps._fields
 REACH = 0.9  # a run "reaches the oracle" when |kappa| > 0.9 and |nu| > 0.9 at the end
 
 
@@ -77,7 +75,8 @@ class MarionConfig(ExperimentConfig):
         return self
 
     def params(self) -> SLRParams:
-        return SLRParams(self.d, self.L, self.gamma, self.eps, self.step_size, self.lambda0, self.lambda_schedule)
+        return SLRParams(d=self.d, L=self.L, gamma=self.gamma, eps=self.eps, step_size=self.step_size,
+                         lambda0=self.lambda0, schedule=self.lambda_schedule)
 
 
 def _initial_vectors(key, cfg: MarionConfig):
@@ -134,18 +133,18 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
             test = test.T
             if progress is not None:
                 progress(1, 1)
-    traj = Overlaps(*(np.asarray(x) for x in traj))
+    traj = jax.tree.map(np.asarray, traj)
     excess = np.asarray(population_excess_risk(traj, lam[:, None], cfg.gamma, cfg.d, cfg.L))
     oracle = np.asarray(oracle_excess_risk(lam, cfg.gamma, cfg.d, cfg.L))
 
     # Closed form against Monte Carlo at the final iterate of repeat 0, in R^d with a uniformly random J0.
-    o_final = Overlaps(*(jnp.asarray(x[-1, 0]) for x in traj))
+    o_final = jax.tree.map(lambda x: jnp.asarray(x[-1, 0]), traj)
     ks, vs, k, v = vectors_from_overlaps(k_vec, o_final, cfg.d)
     mc, mc_se = mc_excess_risk(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc, cfg.eps)
     bayes, bayes_se = mc_bayes_risk(k_bayes, ks, vs, cfg.gamma, cfg.L, max(1000, cfg.n_mc // 5), cfg.eps)
 
     dims = ("step", "repeat")
-    data = {name: (dims, np.asarray(x), {"units": "1", "long_name": name}) for name, x in zip(OVERLAP_NAMES, traj)}
+    data = {name: (dims, np.asarray(x), {"units": "1", "long_name": name}) for name, x in traj._asdict().items()}
     data["distance_to_manifold"] = (dims, np.asarray(distance_to_manifold(traj)),
                                     {"units": "1", "long_name": "sqrt(theta^2 + eta^2 + rho^2)"})
     data["excess_risk"] = (dims, excess, {"units": "y^2", "long_name": "closed-form E(T-y)^2 - eps^2"})
@@ -162,7 +161,7 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
              "excess_risk_definition": "E[(T_lambda - y)^2] - eps^2 = R + (L-1) zeta(0, lambda)"}
     if cross is not None:
         attrs["cross_simulator"] = cross[0]
-        for name, x in zip(OVERLAP_NAMES, cross[1]):
+        for name, x in cross[1]._asdict().items():
             data[f"cross_{name}"] = (("step",), np.asarray(x), {"units": "1"})
     return xr.Dataset(data, coords={"step": steps, "repeat": np.arange(cfg.n_repeats)}, attrs=attrs)
 
@@ -198,7 +197,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
     if "cross_kappa" in ds:
         # Compared at the final step and up to sign: at lambda ~ 1 with step 4e-3 the map has period-2
         # (edge-of-stability) oscillations of theta, eta, rho whose phase round-off decides, so the two simulators
-        # may pass through them out of phase and with opposite signs, then reconverge (see tests/slr/test_dynamics.py).
+        # may pass through them out of phase and with opposite signs, then reconverge (see tests/marion/test_dynamics.py).
         final_gap = max(
             abs(abs(float(ds[f"cross_{n}"].values[-1])) - abs(float(last[n].isel(repeat=0))))
             for n in OVERLAP_NAMES
@@ -229,42 +228,6 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
             )
         )
     return metrics, checks
-
-
-def plot(ds: xr.Dataset, cfg: MarionConfig):
-    """The paper's 1x4 panel: excess risk, |kappa| and |nu|, (kappa, nu) trajectories, distance to M."""
-    steps = ds.step.values
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.2), layout="constrained")
-    ax = axes[0]
-    band(ax, steps, ds.excess_risk.values, label="closed form (median, 95% band)")
-    if "test_excess_risk" in ds:
-        band(ax, steps, ds.test_excess_risk.values, label="held-out estimate")
-    ax.plot(steps, ds.oracle_excess_risk.values, "k--", lw=1, label="oracle at lambda_t")
-    ax.set(xlabel="step", ylabel="excess risk  E(T-y)^2 - eps^2", title="excess risk")
-    ax.legend(fontsize=7)
-    ax = axes[1]
-    if cfg.plot_individual_runs:  # bimodal outcomes (oracle or spurious point): a median band would hide them
-        ax.plot(steps, np.abs(ds.kappa.values), color="C0", lw=0.6, alpha=0.6)
-        ax.plot(steps, np.abs(ds.nu.values), color="C1", lw=0.6, alpha=0.6)
-        ax.plot([], [], color="C0", label="|kappa| (each run)")
-        ax.plot([], [], color="C1", label="|nu| (each run)")
-    else:
-        band(ax, steps, np.abs(ds.kappa.values), label="|kappa|")
-        band(ax, steps, np.abs(ds.nu.values), label="|nu|")
-    ax.set(xlabel="step", ylim=(-0.02, 1.02), title="overlaps with the oracle")
-    ax.legend(fontsize=7)
-    ax = axes[2]
-    for r in [r for r in cfg.highlight if r < cfg.n_repeats]:
-        sc = ax.scatter(ds.kappa.values[:, r], ds.nu.values[:, r], c=steps, s=6, cmap="viridis")
-    if cfg.highlight:
-        fig.colorbar(sc, ax=ax, label="step")
-    ax.set(xlabel="kappa", ylabel="nu", xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), title="(kappa, nu) trajectories")
-    ax = axes[3]
-    band(ax, steps, np.maximum(ds.distance_to_manifold.values, 1e-17), label="median, 95% band")
-    ax.set(xlabel="step", yscale="log", title="distance to M")
-    fig.suptitle(f"{CITATION}: d={cfg.d}, L={cfg.L}, lambda0={cfg.lambda0}, schedule={cfg.lambda_schedule}, "
-                 f"{cfg.algorithm.upper()}, init={cfg.init}", fontsize=9)
-    return {"panels": fig}
 
 
 def _preset(name, figure, description, defaults, quick):

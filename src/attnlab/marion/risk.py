@@ -1,7 +1,7 @@
 r"""Closed-form population risk of erf-attention on single-location regression.
 
 Source: Marion, Berthier, Biau, Boyer, "Attention layers provably solve single-location regression" (ICLR 2025),
-Theorem 1, as transcribed from the official code's ``R`` (spec ``slr-marion-dohmatob.md`` section A3).
+Theorem 1, as transcribed from the official code's ``R``. The overlaps are :class:`attnlab.slr.overlaps.Overlaps`.
 
 With ``s = sqrt(d/2)``, ``a = 1 + 2 lambda^2 gamma^2``, ``b = 1 + 4 lambda^2 gamma^2``, ``A = lambda s kappa / sqrt(a)``::
 
@@ -20,18 +20,20 @@ and ``E[(T_lambda(X) - y)^2] = R + (L-1) zeta(0, lambda) + eps^2``.
 ``zeta(t, sigma) = 1 - 8 T(sqrt(2) t / sqrt(1 + 2 sigma^2), 1 / sqrt(1 + 4 sigma^2))``, with a fixed Gauss-Legendre
 rule on the finite interval ``[0, a]``, ``a <= 1``. No adaptive quadrature and no custom JVP: value, gradient,
 forward-mode derivatives and Hessians are plain JAX transformations of the same expression, which removes the
-swapped-argument custom-JVP defect of the official code (spec A8 item 1).
+swapped-argument custom-JVP defect of the official code. :func:`attnlab.slr.owen.owens_t` and
+:func:`attnlab.slr.owen.zeta` live in the shared SLR core (Dohmatob's ReLU kernel uses Owen's T too) and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.special import erf
+
+from attnlab.slr.overlaps import Overlaps
+from attnlab.slr.owen import owens_t, zeta
 
 __all__ = [
     "Overlaps",
@@ -51,54 +53,6 @@ __all__ = [
 
 _SQRT_PI = math.sqrt(math.pi)
 
-# Gauss-Legendre nodes on [-1, 1]; 64 nodes integrate exp(-h^2 (1 + x^2) / 2) / (1 + x^2) on [0, a], a <= 1, to
-# round-off for every h that matters (checked against scipy.special.owens_t in tests/slr/test_risk.py).
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(64)
-
-
-class Overlaps(NamedTuple):
-    """The five overlaps on which the population risk depends (spec A3.1).
-
-    kappa = k . k*, nu = v . v*, theta = v . k*, eta = k . v*, rho = k . v. The oracle has kappa = nu = +-1 and
-    the invariant manifold M is theta = eta = rho = 0.
-    """
-
-    kappa: jax.Array
-    nu: jax.Array
-    theta: jax.Array
-    eta: jax.Array
-    rho: jax.Array
-
-
-def owens_t(h, a):
-    r"""Owen's T function ``T(h, a) = (1 / 2 pi) int_0^a exp(-h^2 (1 + x^2) / 2) / (1 + x^2) dx`` for ``0 <= a <= 1``.
-
-    Fixed 64-node Gauss-Legendre rule: smooth integrand on a finite interval, so the rule converges
-    geometrically, and the result is differentiable in both arguments by ordinary autodiff.
-    """
-    h = jnp.asarray(h, dtype=jnp.float64)
-    a = jnp.asarray(a, dtype=jnp.float64)
-    x = 0.5 * a[..., None] * (jnp.asarray(_GL_NODES) + 1.0)
-    w = 0.5 * a[..., None] * jnp.asarray(_GL_WEIGHTS)
-    one_x2 = 1.0 + x * x
-    f = jnp.exp(-0.5 * (h[..., None] ** 2) * one_x2) / one_x2
-    return jnp.sum(w * f, axis=-1) / (2.0 * math.pi)
-
-
-def zeta(t, sigma):
-    r"""``zeta(t, sigma) = E_{Z ~ N(0,1)}[erf(t + sigma Z)^2]`` (spec A3.2).
-
-    Closed form ``1 - 8 T(sqrt(2) t / sqrt(1 + 2 sigma^2), 1 / sqrt(1 + 4 sigma^2))``; in particular
-    ``zeta(0, sigma) = (2 / pi) arcsin(2 sigma^2 / (1 + 2 sigma^2))``.
-    """
-    t = jnp.asarray(t, dtype=jnp.float64)
-    sigma = jnp.asarray(sigma, dtype=jnp.float64)
-    t, sigma = jnp.broadcast_arrays(t, sigma)
-    h = math.sqrt(2.0) * t / jnp.sqrt(1.0 + 2.0 * sigma**2)
-    a = 1.0 / jnp.sqrt(1.0 + 4.0 * sigma**2)
-    return 1.0 - 8.0 * owens_t(h, a)
-
-
 def erf_prime(x):
     """``erf'(x) = (2 / sqrt(pi)) exp(-x^2)``."""
     return 2.0 / _SQRT_PI * jnp.exp(-x * x)
@@ -115,7 +69,8 @@ def c_lambda(lam):
 
 
 def risk_R(o: Overlaps, lam, gamma, d, L):
-    """The official code's ``R(k, v)``: the population risk without ``eps^2`` and ``(L-1) zeta(0, lambda)`` (spec A3.3).
+    """The official code's ``R(k, v)`` (Theorem 1): the population risk without ``eps^2`` and ``(L-1) zeta(0, lambda)``;
+    the formula is in the module docstring.
 
     Args:
         o: the five overlaps (scalars or broadcastable arrays).
@@ -124,7 +79,7 @@ def risk_R(o: Overlaps, lam, gamma, d, L):
         d: the dimension.
         L: the sequence length.
     """
-    kappa, nu, theta, eta, rho = o
+    kappa, nu, theta, eta, rho = o.kappa, o.nu, o.theta, o.eta, o.rho
     s = jnp.sqrt(d / 2.0)
     g2 = gamma**2
     a = 1.0 + 2.0 * lam**2 * g2
@@ -153,7 +108,8 @@ def noise_token_constant(lam, L):
 
 
 def population_excess_risk(o: Overlaps, lam, gamma, d, L):
-    """``E[(T_lambda - y)^2] - eps^2 = R + (L-1) zeta(0, lambda)``: the "excess risk" the paper's figures plot (spec A4)."""
+    """``E[(T_lambda - y)^2] - eps^2 = R + (L-1) zeta(0, lambda)``: the "excess risk" the paper's figures plot
+    (Theorem 1 plus the noise-token constant)."""
     return risk_R(o, lam, gamma, d, L) + noise_token_constant(lam, L)
 
 
@@ -164,18 +120,18 @@ def population_risk(o: Overlaps, lam, gamma, d, L, eps=0.0):
 
 def risk_on_manifold(kappa, nu, lam, gamma, d, L):
     """Excess risk on M (theta = eta = rho = 0): ``gamma^2 - 2 gamma^2 nu erf(A) + gamma^2 zeta(lambda s kappa, lambda gamma)
-    + (L-1) zeta(0, lambda)`` (spec A5)."""
+    + (L-1) zeta(0, lambda)`` (Theorem 1 on M)."""
     zero = jnp.zeros_like(jnp.asarray(kappa, dtype=jnp.float64))
     return population_excess_risk(Overlaps(kappa, nu, zero, zero, zero), lam, gamma, d, L)
 
 
 def oracle_excess_risk(lam, gamma, d, L):
-    """Excess risk of the oracle (k, v) = (k*, v*) at scale lambda (spec A3.4)."""
+    """Excess risk of the oracle (k, v) = (k*, v*) at scale lambda: :func:`risk_on_manifold` at kappa = nu = 1."""
     return risk_on_manifold(1.0, 1.0, lam, gamma, d, L)
 
 
 def linear_baseline_risk(gamma, L, eps=0.0):
-    """Risk of the best linear predictor ``sum_l beta_l . X_l`` with a uniformly random J0 (spec A2, Prop. 3):
+    """Risk of the best linear predictor ``sum_l beta_l . X_l`` with a uniformly random J0 (Prop. 3):
     ``eps^2 + gamma^2 - gamma^4 / (gamma^2 + L - 1)``. The optimum is ``beta_l = gamma^2 / (gamma^2 + L - 1) v*``
     for every l."""
     return eps**2 + gamma**2 - gamma**4 / (gamma**2 + L - 1)

@@ -1,0 +1,273 @@
+"""The mean-field presets of Dohmatob (NeurIPS 2025): ``dohmatob-flow`` (the 2-D flow on M, its stationary points
+and their classification, Props. 6, 7, 10) and ``dohmatob-phase-diagram`` (learnability in (gamma, alpha), Prop. 2
+and Condition 2): configs, runs and summaries. Their figures are in :mod:`attnlab.dohmatob.figures`."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pydantic
+import xarray as xr
+
+from attnlab.config import ExperimentConfig
+from attnlab.dohmatob.flows import field2, field4, integrate, stationary_points_on_M
+from attnlab.dohmatob.meanfield import DohmatobModel, dual_kernel, mc_risk_batch, mean_field_risk, rem_constants_alpha
+from attnlab.dohmatob.model import check_links
+from attnlab.registry import Check
+from attnlab.slr.overlaps import DohmatobOverlaps
+
+__all__ = ["CITATION", "PROP10", "FlowConfig", "run_flow", "summarize_flow", "PhaseConfig", "run_phase",
+           "summarize_phase"]
+
+CITATION = "Dohmatob, NeurIPS 2025"
+
+
+def _solve_batch(field, y0, ts, m):
+    """The flows of ``field`` from the rows of ``y0`` (one compiled, vmapped solve): the trajectories (NaN where a
+    solve failed) and the number of failed solves."""
+    sol = jax.jit(jax.vmap(lambda y: integrate(field, y, ts, m)))(y0)
+    ok = np.asarray(sol.succeeded)
+    return np.where(ok[:, None, None], np.asarray(sol.ys), np.nan), int(np.sum(~ok))
+
+
+# Prop. 10 as printed (the ReLU item with the typo fixed as in its proof, App. F.3)
+PROP10 = {
+    "linear": {(1, 1): "sink", (1, -1): "source", (-1, 1): "saddle", (-1, -1): "saddle"},
+    "quadratic": {(1, 1): "sink", (1, -1): "sink", (-1, 1): "saddle", (-1, -1): "saddle", (-1, 0): "saddle",
+                  (1, 0): "source", ("B=0", 0): "saddle"},
+    "relu": {(1, 1): "sink", (-1, 1): "saddle", (1, -1): "degenerate", (-1, -1): "degenerate"},
+}
+
+
+class FlowConfig(ExperimentConfig):
+    d: int = pydantic.Field(100, ge=4)
+    L: int = pydantic.Field(20, ge=2)
+    beta: float = pydantic.Field(1.0, gt=0)
+    gamma: float = pydantic.Field(1 / math.sqrt(2), gt=0, lt=1)
+    links: tuple[str, ...] = ("linear", "quadratic", "relu")
+    n_grid: int = pydantic.Field(9, ge=2, description="starting points per axis of the phase portrait")
+    t_max: float = pydantic.Field(50.0, gt=0)
+    n_times: int = pydantic.Field(101, ge=2)
+    n_mc: int = pydantic.Field(20_000, ge=100, description="Monte Carlo samples per stationary point with mu = 1")
+
+    @pydantic.field_validator("links")
+    @classmethod
+    def _links(cls, v):
+        return check_links(v)
+
+
+def _point_key(p):
+    mu = "B=0" if p.family.startswith("B=0") else int(round(p.mu))
+    return (mu, int(round(p.nu)))
+
+
+def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
+    g = np.linspace(-0.95, 0.95, cfg.n_grid)
+    starts = np.array([(a, b) for a in g for b in g])
+    ts = np.linspace(0.0, cfg.t_max, cfg.n_times)
+    data_traj, pts_rows = [], []
+    inv, failures = [], []
+    for li, link in enumerate(cfg.links):
+        m = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link)
+        traj, failed2 = _solve_batch(field2, jnp.asarray(starts), ts, m)
+        data_traj.append(traj)
+        # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|
+        y4 = jnp.concatenate([jnp.asarray(starts[:: max(1, len(starts) // 8)]), jnp.zeros((len(starts[:: max(
+            1, len(starts) // 8)]), 2))], axis=1)
+        t4, failed4 = _solve_batch(field4, y4, ts, m)
+        inv.append(float(np.max(np.abs(t4[..., 2:]))))
+        failures.append(failed2 + failed4)
+        sps = stationary_points_on_M(m)
+        y = jnp.array([[p.mu, p.nu] for p in sps])
+        F = np.asarray(jax.jit(jax.vmap(lambda z, m=m: jnp.max(jnp.abs(field2(z, m)))))(y))
+        R = np.asarray(jax.jit(jax.vmap(lambda z, m=m: mean_field_risk(DohmatobOverlaps.on_M(z[0], z[1]), m)))(y))
+        # located points (mu = 1): the mean field's premise holds; compare with the exact model
+        o = DohmatobOverlaps.on_M(jnp.array([p.mu for p in sps]), jnp.array([p.nu for p in sps]))
+        mc, mc_se = (np.asarray(x) for x in mc_risk_batch(jax.random.fold_in(key, li), o, m, cfg.n_mc))
+        for i, p in enumerate(sps):
+            located = p.mu == 1.0
+            expected = PROP10.get(link, {}).get(_point_key(p), "")
+            pts_rows.append((link, p.mu, p.nu, p.kind, expected, p.family, float(np.real(p.eigenvalues[0])),
+                             float(np.real(p.eigenvalues[-1])), float(F[i]), float(R[i]),
+                             float(mc[i]) if located else np.nan, float(mc_se[i]) if located else np.nan,
+                             p.converged))
+        if progress is not None:
+            progress(li + 1, len(cfg.links))
+    cols = list(zip(*pts_rows))
+    pd = ("point",)
+    data = {
+        "mu": (("link", "start", "time"), np.stack(data_traj)[..., 0], {"units": "1"}),
+        "nu": (("link", "start", "time"), np.stack(data_traj)[..., 1], {"units": "1"}),
+        "mu0": (("start",), starts[:, 0], {"units": "1"}),
+        "nu0": (("start",), starts[:, 1], {"units": "1"}),
+        "invariance_max_offM": (("link",), np.array(inv), {"units": "1", "long_name": "max |eta|, |zeta| of the 4-D "
+                                                                                      "flow started on M"}),
+        "flow_failures": (("link",), np.array(failures), {"long_name": "failed ODE solves (their rows are NaN)"}),
+        "sp_link": (pd, np.array(cols[0], dtype=object).astype(str), {}),
+        "sp_mu": (pd, np.array(cols[1]), {"units": "1"}),
+        "sp_nu": (pd, np.array(cols[2]), {"units": "1"}),
+        "sp_kind": (pd, np.array(cols[3]).astype(str), {}),
+        "sp_kind_prop10": (pd, np.array(cols[4]).astype(str), {}),
+        "sp_family": (pd, np.array(cols[5]).astype(str), {}),
+        "sp_eig_min": (pd, np.array(cols[6]), {"units": "1/time"}),
+        "sp_eig_max": (pd, np.array(cols[7]), {"units": "1/time"}),
+        "sp_field_norm": (pd, np.array(cols[8]), {"units": "1/time"}),
+        "sp_mean_field_risk": (pd, np.array(cols[9]), {"units": "y^2"}),
+        "sp_mc_risk": (pd, np.array(cols[10]), {"units": "y^2", "n_samples": cfg.n_mc}),
+        "sp_mc_risk_se": (pd, np.array(cols[11]), {"units": "y^2"}),
+        "sp_converged": (pd, np.array(cols[12], dtype=bool), {"long_name": "the root finding for nu converged"}),
+    }
+    m0 = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma)
+    return xr.Dataset(data, coords={"link": list(cfg.links), "time": ts, "point": np.arange(len(pts_rows))},
+                      attrs={"paper": CITATION, "transition_mu": m0.transition_mu, "psi": m0.psi})
+
+
+def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
+    metrics: dict[str, float] = {"transition_mu": float(ds.attrs["transition_mu"]),
+                                 "flow_failures": float(ds.flow_failures.sum()),
+                                 "stationary_points_unconverged": float((~ds.sp_converged.values).sum())}
+    checks = []
+    kinds, expected = ds.sp_kind.values, ds.sp_kind_prop10.values
+    for link in ds.link.values:
+        sel = (ds.sp_link.values == link) & (expected != "")
+        agree = int(np.sum(kinds[sel] == expected[sel]))
+        metrics[f"n_stationary_points_{link}"] = float(np.sum(ds.sp_link.values == link))
+        metrics[f"prop10_agreement_{link}"] = float(agree)
+        metrics[f"prop10_listed_{link}"] = float(sel.sum())
+        if link in ("linear", "relu"):  # quadratic: our (-1, 0) is a source, Prop. 10 says saddle (reported)
+            checks.append(Check(f"Prop. 10 classification on M, {link} link (points agreeing)", theory=float(sel.sum()),
+                                simulation=float(agree), tolerance=0.0, basis="exact count"))
+    checks.append(Check("field at the stationary points (max |F|)", theory=0.0,
+                        simulation=float(ds.sp_field_norm.max()), tolerance=1e-10, basis="float64 round-off"))
+    for link in ds.link.values:
+        if link in ("linear", "quadratic"):
+            checks.append(Check(f"M invariant under the 4-D flow, {link} link (max |eta|, |zeta|)", theory=0.0,
+                                simulation=float(ds.invariance_max_offM.sel(link=link)), tolerance=1e-10,
+                                basis="float64 round-off"))
+        metrics[f"invariance_max_offM_{link}"] = float(ds.invariance_max_offM.sel(link=link))
+    sel = np.isfinite(ds.sp_mc_risk.values)
+    gap = np.abs(ds.sp_mean_field_risk.values - ds.sp_mc_risk.values)[sel]
+    se = ds.sp_mc_risk_se.values[sel]
+    w = int(np.argmax(gap / se))
+    checks.append(Check("mean-field risk vs Monte Carlo at the stationary points with mu = 1 (worst point)",
+                        theory=float(ds.sp_mean_field_risk.values[sel][w]),
+                        simulation=float(ds.sp_mc_risk.values[sel][w]), tolerance=5 * float(se[w]),
+                        basis=f"5 SE, {int(ds.sp_mc_risk.attrs['n_samples'])} samples"))
+    return metrics, checks
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# dohmatob-phase-diagram: learnability in (gamma, alpha) (Prop. 2, Condition 2)
+
+
+class PhaseConfig(ExperimentConfig):
+    beta: float = pydantic.Field(1.0, gt=0)
+    d: int = pydantic.Field(100, ge=4, description="dimension of the mean-field oracle-risk map")
+    n_gamma: int = pydantic.Field(80, ge=2)
+    n_alpha: int = pydantic.Field(80, ge=2)
+    alpha_max: float = pydantic.Field(0.6, gt=0)
+    link: str = "linear"
+    d_mc: int = pydantic.Field(50, ge=4, description="dimension of the Monte Carlo points")
+    gammas_mc: tuple[float, ...] = (0.3, 0.6, 0.8, 0.9, 0.97)
+    L_mc: tuple[int, ...] = (3, 21, 101, 401)
+    n_mc: int = pydantic.Field(4000, ge=100)
+
+    @pydantic.field_validator("link")
+    @classmethod
+    def _link(cls, v):
+        return check_links((v,))[0]
+
+    @pydantic.field_validator("gammas_mc")
+    @classmethod
+    def _gammas(cls, v):
+        if not all(0 < g < 1 for g in v):
+            raise ValueError(f"gammas_mc must lie in (0, 1), got {v}")
+        return v
+
+    @pydantic.field_validator("L_mc")
+    @classmethod
+    def _Ls(cls, v):
+        if not all(L >= 3 for L in v):
+            raise ValueError(f"L_mc must be >= 3 (alpha = log(L - 1) / d > 0), got {v}")
+        return v
+
+
+def run_phase(cfg: PhaseConfig, key, progress=None) -> xr.Dataset:
+    gammas = np.linspace(0.02, 0.98, cfg.n_gamma)
+    alphas = np.linspace(cfg.alpha_max / cfg.n_alpha, cfg.alpha_max, cfg.n_alpha)
+    rem = rem_constants_alpha(alphas, cfg.beta)
+    psi = np.asarray(rem.psi)
+    c = np.sqrt(1 - gammas**2)
+    learnable = c[:, None] > psi[None, :]
+    # mean-field oracle risk R_bar(1, 1, 0, 0) at dimension d (p(1) = sigmoid((c - psi) beta d)); r drops out at rho = 0
+    p1 = 1 / (1 + np.exp(-(c[:, None] - psi[None, :]) * cfg.beta * cfg.d))
+    sb1 = np.array([float(dual_kernel(1.0, g, cfg.link)) for g in gammas])
+    # on M at the oracle, H1 = H2 = H0 = sigma_bar(1) (a = b = 0): R_bar = sigma_bar(1) (1 - p)^2
+    mf_oracle = sb1[:, None] * (1 - p1) ** 2
+    # Monte Carlo oracle risks at finite d_mc, L in L_mc
+    mc = np.zeros((len(cfg.gammas_mc), len(cfg.L_mc)))
+    mc_se = np.zeros_like(mc)
+    mf_mc = np.zeros_like(mc)
+    for i, g in enumerate(cfg.gammas_mc):
+        for j, L in enumerate(cfg.L_mc):
+            m = DohmatobModel(cfg.d_mc, L, cfg.beta, g, cfg.link)
+            oracle = DohmatobOverlaps.on_M(jnp.ones(1), jnp.ones(1))
+            mean, se = mc_risk_batch(jax.random.fold_in(key, i * 100 + j), oracle, m, cfg.n_mc)
+            mc[i, j], mc_se[i, j] = float(mean[0]), float(se[0])
+            mf_mc[i, j] = float(mean_field_risk(DohmatobOverlaps.on_M(1.0, 1.0), m))
+        if progress is not None:
+            progress(i + 1, len(cfg.gammas_mc))
+    alpha_mc = np.log(np.array(cfg.L_mc) - 1.0) / cfg.d_mc
+    psi_mc = np.asarray(rem_constants_alpha(alpha_mc, cfg.beta).psi)
+    c_mc = np.sqrt(1 - np.array(cfg.gammas_mc) ** 2)
+    sb1_mc = np.array([float(dual_kernel(1.0, g, cfg.link)) for g in cfg.gammas_mc])
+    gamma_boundary = np.where(psi < 1, np.sqrt(np.clip(1 - psi**2, 0, 1)), np.nan)
+    data = {
+        "psi": (("alpha",), psi, {"units": "1"}),
+        "gamma_boundary": (("alpha",), gamma_boundary, {"units": "1", "long_name": "sqrt(1 - psi^2)"}),
+        "learnable": (("gamma", "alpha"), learnable, {"long_name": "sqrt(1 - gamma^2) > psi"}),
+        "mf_oracle_risk": (("gamma", "alpha"), mf_oracle, {"units": "y^2", "d": cfg.d}),
+        "sigma_bar_1": (("gamma",), sb1, {"units": "y^2"}),
+        "mc_oracle_risk": (("gamma_mc", "L_mc"), mc, {"units": "y^2", "n_samples": cfg.n_mc, "d": cfg.d_mc}),
+        "mc_oracle_risk_se": (("gamma_mc", "L_mc"), mc_se, {"units": "y^2"}),
+        "mf_oracle_risk_mc_points": (("gamma_mc", "L_mc"), mf_mc, {"units": "y^2"}),
+        "alpha_mc": (("L_mc",), alpha_mc, {"units": "1"}),
+        "margin_mc": (("gamma_mc", "L_mc"), c_mc[:, None] - psi_mc[None, :], {"units": "1", "long_name": "c - psi"}),
+        "sigma_bar_1_mc": (("gamma_mc",), sb1_mc, {"units": "y^2"}),
+    }
+    coords = {"gamma": gammas, "alpha": alphas, "gamma_mc": list(cfg.gammas_mc), "L_mc": list(cfg.L_mc)}
+    return xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "link": cfg.link, "beta": cfg.beta})
+
+
+def summarize_phase(ds: xr.Dataset, cfg: PhaseConfig):
+    margin = ds.margin_mc.values
+    scale = 5 * ds.gamma_mc.values[:, None] / math.sqrt(cfg.d_mc)  # logit-fluctuation scale, as in dohmatob-rgd
+    deep_in = margin >= scale
+    deep_out = margin <= -scale
+    mc, se, mf = ds.mc_oracle_risk.values, ds.mc_oracle_risk_se.values, ds.mf_oracle_risk_mc_points.values
+    metrics = {"learnable_fraction_of_grid": float(ds.learnable.mean()),
+               "n_mc_points_deep_learnable": float(deep_in.sum()), "n_mc_points_deep_unlearnable": float(deep_out.sum())}
+    checks = []
+    if deep_in.any():
+        gap = np.abs(mc - mf) / se
+        gap = np.where(deep_in, gap, -np.inf)
+        w = np.unravel_index(np.argmax(gap), gap.shape)
+        checks.append(Check("oracle risk, mean field vs Monte Carlo, deep in the learnable phase (Prop. 2A, worst point)",
+                            theory=float(mf[w]), simulation=float(mc[w]), tolerance=5 * float(se[w]),
+                            basis=f"5 SE, {cfg.n_mc} samples, d = {cfg.d_mc}; c - psi >= 5 gamma / sqrt(d)"))
+    # phase predicted by c > psi vs the Monte Carlo oracle risk below / above half of sigma_bar_gamma(1)
+    half = 0.5 * ds.sigma_bar_1_mc.values[:, None]
+    far = deep_in | deep_out
+    agree = ((mc < half) == (margin > 0)) & far
+    checks.append(Check("learnability predicted by c > psi vs Monte Carlo oracle risk < sigma_bar(1)/2 (points far "
+                        "from the boundary)", theory=float(far.sum()), simulation=float(agree.sum()), tolerance=0.0,
+                        basis="exact count"))
+    near = ~far
+    if near.any():
+        metrics["max_mf_vs_mc_gap_near_boundary"] = float(np.max(np.abs(mc - mf)[near]))
+    if deep_out.any():
+        metrics["max_mf_vs_mc_gap_deep_unlearnable"] = float(np.max(np.abs(mc - mf)[deep_out]))
+    return metrics, checks
