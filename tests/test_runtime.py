@@ -101,17 +101,25 @@ def test_add_xla_flags_appends_missing_and_keeps_the_users(monkeypatch):
     assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=1"
 
 
-def test_a_second_process_loads_programs_from_the_locked_cache(tmp_path):
-    """Two processes compile the same small program through :func:`configure`; the second finds it on disk, and
-    the cache is JAX's size-bounded one (a lock file beside the entries: reads and writes are serialised)."""
-    code = ("from attnlab import runtime; runtime.configure(); import jax, jax.numpy as jnp; "
-            "print(float(jax.jit(lambda x: jnp.sin(x) @ x)(jnp.arange(3.0))))")
+def test_a_later_process_loads_programs_from_its_slot_and_concurrent_ones_never_share(tmp_path):
+    """Two processes in turn compile the same program through :func:`configure`: the second reuses the first's slot
+    and finds it on disk. While a process holds a slot, another takes the next one."""
+    code = ("from attnlab import runtime; d = runtime.use_compile_cache(); import jax, jax.numpy as jnp; "
+            "print(d.name, float(jax.jit(lambda x: jnp.sin(x) @ x)(jnp.arange(3.0))))")
     env = {**os.environ, "ATTNLAB_JAX_CACHE": str(tmp_path)}
     out = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
            for _ in range(2)]
-    names = [p.name for p in tmp_path.iterdir()]
-    assert out[0] == out[1]
-    assert any(n.endswith("-cache") for n in names) and any("lock" in n for n in names), names
+    assert out[0] == out[1] and out[0].startswith("slot-0 ")
+    assert [p for p in (tmp_path / "slot-0").iterdir() if p.name.endswith("-cache")]
+    from attnlab import runtime
+
+    held = runtime._claim_slot(tmp_path)  # this process holds slot-0: a new process must take slot-1
+    try:
+        assert held is not None and held[1].name == "slot-0"
+        other = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert other.stdout.startswith("slot-1 ")
+    finally:
+        os.close(held[0])
 
 
 def test_cache_off_leaves_jax_alone(monkeypatch):

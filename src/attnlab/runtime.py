@@ -14,10 +14,10 @@ a notebook can call the same functions.
   times are unchanged (``bench/`` has the figures). A flag already in ``XLA_FLAGS`` wins. Flags act only before JAX
   starts its backend (the first computation of the process).
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
-  compilation; JAX's persistent cache lets a second process load a program from disk. attnlab uses JAX's own
-  size-bounded cache, whose reads and writes take a file lock, so concurrent processes (test workers, Dask workers)
-  never read an entry half written. Directory: ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default
-  ``~/.cache/attnlab/jax-lru``; size bound ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 4096).
+  compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
+  directory of its own (a locked slot), so no process ever reads an entry another is still writing. Directory:
+  ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; a slot over
+  ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048) is emptied when a process claims it.
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
   memory mappings and JAX keeps every program alive, so a long-lived process (a test worker, a Dask worker, a
   notebook running many presets) can reach the kernel's ``vm.max_map_count`` (65,530 by default), past which XLA's
@@ -29,6 +29,7 @@ a notebook can call the same functions.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import gc
 import os
@@ -58,37 +59,73 @@ def add_xla_flags(*flags: str) -> None:
 
 
 def default_cache_dir() -> Path | None:
-    """``$ATTNLAB_JAX_CACHE`` (None when it is ``off``/``0``/``none``/empty), else ``~/.cache/attnlab/jax-lru``."""
+    """``$ATTNLAB_JAX_CACHE`` (None when it is ``off``/``0``/``none``/empty), else ``~/.cache/attnlab/jax``."""
     value = os.environ.get("ATTNLAB_JAX_CACHE")
     if value is None:
-        return Path.home() / ".cache" / "attnlab" / "jax-lru"
+        return Path.home() / ".cache" / "attnlab" / "jax"
     return None if value.strip().lower() in ("", "off", "0", "none") else Path(value)
 
 
+_SLOT: tuple[int, Path] | None = None  # (open lock file descriptor, directory) of this process's cache slot
+_MAX_SLOTS = 64
+
+
+def _claim_slot(base: Path) -> tuple[int, Path] | None:
+    """The first ``base/slot-K`` whose lock this process can take (an exclusive ``flock``, held until the process
+    ends, released by the kernel even after ``kill -9``), or None."""
+    for k in range(_MAX_SLOTS):
+        directory = base / f"slot-{k}"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return fd, directory
+    return None
+
+
+def _trim(directory: Path, max_bytes: float) -> None:
+    """Empty a slot whose entries exceed ``max_bytes`` (run while holding its lock: nobody else reads it)."""
+    entries = [p for p in directory.iterdir() if p.name != ".lock"]
+    if sum(p.stat().st_size for p in entries if p.is_file()) > max_bytes:
+        for p in entries:
+            p.unlink(missing_ok=True)
+
+
 def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | None = None) -> Path | None:
-    """Turn on JAX's persistent compilation cache in ``path`` (default :func:`default_cache_dir`), bounded in size
-    (``max_mb``, default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 4096), so that JAX locks the directory on every read and
-    write. Every program is cached, however quick its compilation. Returns the directory, or None when the cache is
-    off or the directory cannot be created (a read-only home: the run goes on without the cache)."""
+    """Turn on JAX's persistent compilation cache in a directory of this process's own under ``path`` (default
+    :func:`default_cache_dir`), and return it (None when the cache is off or cannot be had: the run goes on without).
+
+    JAX writes a cache entry in place, so a process reading an entry that another is writing could load half of it
+    (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
+    concurrent processes (test workers, Dask workers, two command lines) never share a directory, and a later process
+    reuses a free slot with the programs compiled there before. A slot over ``max_mb`` (default
+    ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048) is emptied when claimed. Every program is cached, however quick its
+    compilation: a new process then skips the hundreds of small compilations a preset needs."""
+    global _SLOT
     import jax
 
-    directory = Path(path) if path is not None else default_cache_dir()
-    if directory is None:
+    base = Path(path) if path is not None else default_cache_dir()
+    if base is None:
         return None
-    try:
-        import filelock  # noqa: F401  (JAX's size-bounded cache locks with it)
-    except ImportError:
-        return None
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 4096))
-    jax.config.update("jax_compilation_cache_dir", str(directory))
-    jax.config.update("jax_compilation_cache_max_size", int(size * 2**20))
+    if _SLOT is None or _SLOT[1].parent != base:
+        if _SLOT is not None:
+            os.close(_SLOT[0])
+            _SLOT = None
+        _SLOT = _claim_slot(base)
+        if _SLOT is None:
+            return None
+        size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 2048))
+        _trim(_SLOT[1], size * 2**20)
+    jax.config.update("jax_compilation_cache_dir", str(_SLOT[1]))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return directory
+    return _SLOT[1]
 
 
 def configure() -> None:
