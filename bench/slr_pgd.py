@@ -28,9 +28,10 @@ import scipy.special as sp
 
 import attnlab  # noqa: F401
 from attnlab.marion import risk as closed
-from attnlab.marion.dynamics import SCHEDULE_RATE, init_sphere, overlaps
+from attnlab.marion.dynamics import SCHEDULE_RATE
 from attnlab.registry import all_presets, resolve_config
-from attnlab.slr.data import sample_teacher
+from attnlab.slr.data import init_sphere, sample_teacher
+from attnlab.slr.overlaps import overlaps
 
 
 def _zeta_quad_np(t, s):
@@ -65,11 +66,11 @@ def reference_risk_R(o, lam, gamma, d, L):
         closed.zeta = saved
 
 
-def _ref_step(k, v, ks, vs, lam, alpha, gamma, d, L):
+def _ref_step(k, v, ks, vs, lam, step_size, gamma, d, L):
     R = lambda k, v: reference_risk_R(overlaps(k, v, ks, vs), lam, gamma, d, L)  # noqa: E731
     gk, gv = jax.grad(R, argnums=(0, 1))(k, v)
-    k = k - alpha * (gk - (k @ gk) * k)
-    v = v - alpha * (gv - (v @ gv) * v)
+    k = k - step_size * (gk - (k @ gk) * k)
+    v = v - step_size * (gv - (v @ gv) * v)
     return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
@@ -80,14 +81,14 @@ _ref_risk = jax.jit(lambda o, lam, gamma, d, L: reference_risk_R(o, lam, gamma, 
                     static_argnames=("gamma", "d", "L"))
 
 
-def reference_pgd(k, v, ks, vs, lam0, schedule, alpha, gamma, d, L, n_steps, log_every):
+def reference_pgd(k, v, ks, vs, lam0, schedule, step_size, gamma, d, L, n_steps, log_every):
     """One repeat: a Python loop over the jitted step, the risk logged every ``log_every`` steps."""
     log = []
     for t in range(n_steps):
         lam = lam0 / (1.0 + SCHEDULE_RATE * t) if schedule else lam0  # lambda_at, in plain Python
         if t % log_every == 0:
             log.append(float(_ref_risk(overlaps(k, v, ks, vs), lam, gamma, d, L)) + (L - 1) * _zeta_quad_np(0.0, lam))
-        k, v = ref_step(k, v, ks, vs, lam, alpha, gamma, d, L)
+        k, v = ref_step(k, v, ks, vs, lam, step_size, gamma, d, L)
     jax.block_until_ready(k)
     return k, v, log
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from attnlab.dohmatob import rgd as empirical
 from attnlab.dohmatob import rgd_native
-from attnlab.marion.dynamics import init_sphere
+from attnlab.dohmatob.data import sample_dohmatob
 from attnlab.registry import all_presets, resolve_config
-from attnlab.slr.data import sample_dohmatob, sample_teacher
+from attnlab.slr.data import init_sphere, sample_teacher
 
 
 def reference_throughput(cfg, n_steps: int, trials: int = 3) -> float:
@@ -72,7 +72,7 @@ def main():
         rgd_s.append(time.perf_counter() - t)
         return out
 
-    import attnlab.dohmatob.presets as mod
+    import attnlab.dohmatob.rgd_preset as mod
 
     mod.run_rgd = timed
     t, cpu = time.perf_counter(), time.process_time()
@@ -91,6 +91,7 @@ def main():
                       "preset_run_steps_per_s": preset_tp, "reference_run_steps_per_s": ref_tp,
                       "total_preset_cpu_s": total_cpu, "token_dtype": cfg.token_dtype, "quick": args.quick,
                       "native_kernel": rgd_native.available() or rgd_native.unavailable_reason(),
+                      "implementations": p.implementations(cfg),
                       "load_average_1min": os.getloadavg()[0],
                       "jax_cache": os.environ.get("ATTNLAB_JAX_CACHE", "default")}))
 
