@@ -71,7 +71,6 @@ def test_each_job_records_its_implementation_and_jax_is_forced_on_request(tmp_pa
 
 def test_native_disabled_resolves_auto_to_jax_and_refuses_native(monkeypatch):
     monkeypatch.setenv("ATTNLAB_NATIVE", "0")
-    native.load.cache_clear()
     try:
         for preset, tiny in (("sakai-scores", {"n_samples": 200, "n_seeds": 1, "n_reference": 50}),
                              ("bruno-alignment", BRUNO_TINY)):
@@ -83,7 +82,6 @@ def test_native_disabled_resolves_auto_to_jax_and_refuses_native(monkeypatch):
                                                                                   "implementation": "native"}))
     finally:
         monkeypatch.delenv("ATTNLAB_NATIVE")
-        native.load.cache_clear()
 
 
 def test_choose():

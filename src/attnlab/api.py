@@ -95,9 +95,9 @@ def run(preset: str, *, quick: bool = False, seed: int = 0, out: str | Path | No
     also written to that directory (``config.json``, ``data.zarr``, ``summary.json``, figures), or a finished
     identical run there is reused; ``force`` replaces a finished run of another config there.
     """
+    runtime.configure()  # before the preset's modules import equinox (EQX_ON_ERROR)
     p = registry.get_preset(preset)
     config = registry.resolve_config(p, quick=quick, overrides=overrides)
-    runtime.configure()
     if out is None:
         outcome = execute(p, config, seed)
         return Run(p, config, seed, quick, outcome.data, outcome.metrics, outcome.checks, outcome.implementations,

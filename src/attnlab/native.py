@@ -32,7 +32,7 @@ from pathlib import Path
 
 from attnlab.errors import AttnlabError
 
-__all__ = ["load", "Kernel", "FLAGS", "IMPLEMENTATIONS", "choose", "target_features"]
+__all__ = ["load", "disabled", "Kernel", "FLAGS", "IMPLEMENTATIONS", "choose", "target_features"]
 
 IMPLEMENTATIONS = ("auto", "native", "jax")
 """Values of a preset's ``implementation`` field: ``auto`` (the C kernel where it applies, else JAX), or forced."""
@@ -91,11 +91,21 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("ATTNLAB_NATIVE_CACHE", Path.home() / ".cache" / "attnlab" / "native"))
 
 
-@functools.cache
+def disabled() -> bool:
+    """Whether ``ATTNLAB_NATIVE`` (``0``, ``off``, ``false``, ``no``) disables every C kernel (read at each call)."""
+    return os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no")
+
+
 def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
-    """``(library, None)`` for the compiled C file ``src``, or ``(None, reason)`` when it cannot be had."""
-    if os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no"):
+    """``(library, None)`` for the compiled C file ``src``, or ``(None, reason)`` when it cannot be had (also while
+    :func:`disabled`)."""
+    if disabled():
         return None, "disabled by ATTNLAB_NATIVE=0"
+    return _load(src)
+
+
+@functools.cache
+def _load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
     cc = _compiler()
     if cc is None:
         return None, "no C compiler found ($CC, cc, gcc)"

@@ -129,8 +129,12 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
 
 
 def configure() -> None:
-    """What attnlab's command line and workers apply at start: :data:`OPTIMISATION_FLAGS` and the compile cache."""
+    """What attnlab's command line, its workers and :func:`attnlab.run` apply at start: :data:`OPTIMISATION_FLAGS`,
+    the compile cache, and ``EQX_ON_ERROR=nan`` unless set (equinox's documented switch, read when equinox is first
+    imported: its runtime checks inside diffrax's solves then return NaN instead of calling back to the host, so the
+    solves can be stored in the compile cache; the solvers report failures through diffrax's result codes)."""
     add_xla_flags(*OPTIMISATION_FLAGS)
+    os.environ.setdefault("EQX_ON_ERROR", "nan")
     use_compile_cache()
 
 

@@ -62,8 +62,9 @@ def test_auto_resolves_by_availability_and_ATTNLAB_NATIVE(kernel, monkeypatch):
     on_cpu = jax.default_backend() == "cpu"
     assert _recorded()[1] == {"rgd": "native" if on_cpu else "jax"}
     assert _recorded(token_dtype="float64")[1] == {"rgd": "jax"}
+    monkeypatch.undo()  # the real kernel: ATTNLAB_NATIVE=0 turns it off at the next call
     monkeypatch.setenv("ATTNLAB_NATIVE", "0")
-    assert _recorded()[1] == {"rgd": "jax"}
+    assert not rgd_native.available() and _recorded()[1] == {"rgd": "jax"}
     monkeypatch.delenv("ATTNLAB_NATIVE")
     kernel(False)
     assert _recorded()[1] == {"rgd": "jax"}

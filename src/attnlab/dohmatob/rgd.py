@@ -23,7 +23,6 @@ Two implementations of the steps, one chosen per call (:func:`resolve_implementa
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
@@ -144,10 +143,6 @@ def _segment_fn(links: tuple, log_every: int, n_logs: int):
     return jax.jit(lambda W, XL, Y, lam, step_size: jax.lax.map(lambda a: one_repeat(*a, lam, step_size), (W, XL, Y)))
 
 
-def _native_disabled() -> bool:
-    return os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no")
-
-
 def _native_obstacle(links, token_dtype) -> str | None:
     """Why the C kernel cannot run these steps here, or None when it can."""
     if jnp.dtype(token_dtype).name != "float32":
@@ -156,8 +151,6 @@ def _native_obstacle(links, token_dtype) -> str | None:
         return f"it needs named links among {sorted(rgd_native.LINK_CODES)}"
     if jax.default_backend() != "cpu":
         return f"it runs on the CPU backend only (JAX's backend is {jax.default_backend()})"
-    if _native_disabled():
-        return "disabled by ATTNLAB_NATIVE=0"
     if not rgd_native.available():
         return rgd_native.unavailable_reason() or "the C kernel is unavailable"
     return None
