@@ -21,18 +21,17 @@ with a fixed dt per segment, one compiled ``lax.fori_loop`` per segment, and cal
 
 ``simulate_adaptive`` controls the step size instead (spec 5 and 6.2: the pairing phase lives at times e^{c beta},
 out of reach of a fixed dt). It uses the Bogacki-Shampine 3(2) pair (Bogacki & Shampine, Appl. Math. Lett. 2, 1989;
-Hairer, Norsett & Wanner, Solving ODEs I, II.4 and II.5) on the ambient field F:
-
-    k1 = F(x),  k2 = F(x + h k1 / 2),  k3 = F(x + 3 h k2 / 4),  y = x + h (2 k1 + 3 k2 + 4 k3) / 9   (order 3),
-    k4 = F(N(y)),  e = h (-5 k1 / 72 + k2 / 12 + k3 / 9 - k4 / 8)   (= y - y_2, y_2 the embedded order-2 solution),
-
-accepts the step when err = max_i |e_i| <= tol (absolute, in the ambient coordinates of the unit-norm tokens),
-continues from N(y) (local extrapolation), and proposes h_new = h min(5, max(0.2, 0.9 (tol / err)^{1/3})), capped by
-``dt_max`` and shortened to land on each snapshot time. k4 is evaluated at the renormalised point N(y), which is the
-next step's k1 (first same as last: three evaluations of F per step); N(y) - y = O(h^4), so e is still the error
-estimate of the order-2 solution to leading order. With error-per-step control and local extrapolation the global
-error is proportional to tol (Hairer, Norsett & Wanner II.4, "tolerance proportionality"; exponent
-p / (q + 1) = 3 / 3).
+Hairer, Norsett & Wanner, Solving ODEs I, II.4 and II.5) of ``diffrax.Bosh3`` on the ambient field F, with a
+``diffrax.PIDController`` set to the classic I controller: a step is accepted when err = max_i |e_i| < tol (absolute,
+in the ambient coordinates of the unit-norm tokens; e the difference of the order-3 and embedded order-2 solutions),
+the solution continues from the order-3 one (local extrapolation), and the next step is h min(5, max(0.2, 0.9
+(tol / err)^{1/3})) (diffrax never shrinks h after an accepted step nor grows it after a rejected one), capped by
+``dt_max``; each segment ends exactly on its snapshot time, which is renormalised (N(y) - y = O(tol): the sphere is
+invariant under F) and starts the next segment. With error-per-step control and local extrapolation the global error
+is proportional to tol (Hairer, Norsett & Wanner II.4, "tolerance proportionality"; exponent p / (q + 1) = 3 / 3).
+The hand-written stepper this replaced (renormalising every step) is kept in bench/dependencies.py, which measured
+diffrax at 1.0x its wall time on bruno-three-phases (quick, integrator="bs32"), snapshots within 5e-5 of the error
+bound.
 """
 
 from __future__ import annotations
@@ -175,58 +174,39 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
     return np.stack([np.asarray(s) for s in snaps]), observations, np.asarray(steps)
 
 
-def _bs32_segment(x, k1, t, t_end, h, model: Model, tol, dt_max, max_steps):
-    """Adaptive Bogacki-Shampine steps from t to t_end (module docstring); returns (x, k1, h, accepted, rejected)."""
+@partial(jax.jit, static_argnames=("static", "max_steps"))
+def _adaptive_segment(x, t0, t1, h, Q, K, V, static: Model, tol, dt_max, max_steps: int):
+    """One segment from t0 to t1 by ``diffrax.Bosh3`` under an I controller (module docstring), from x on the sphere
+    (a batch (R, N, d) is vmapped, each run with its first trial step h[r]): ``(N(x(t1)), accepted, rejected, ok)``."""
+    import diffrax  # imported when first traced: importing attnlab stays light
 
-    def cond(c):
-        t, _, _, _, acc, rej = c
-        return (t < t_end) & (acc + rej < max_steps)
-
-    def body(c):
-        t, x, k1, h, acc, rej = c
-        last = t + h >= t_end * (1 - 1e-12)
-        hs = jnp.where(last, t_end - t, h)
-        k2 = drift(x + 0.5 * hs * k1, model)
-        k3 = drift(x + 0.75 * hs * k2, model)
-        y = normalize(x + hs * (2 * k1 + 3 * k2 + 4 * k3) / 9)
-        k4 = drift(y, model)
-        e = hs * (-5 * k1 / 72 + k2 / 12 + k3 / 9 - k4 / 8)
-        err = jnp.max(jnp.linalg.norm(e, axis=-1))
-        ok = err <= tol
-        fac = jnp.clip(0.9 * (tol / jnp.maximum(err, 1e-300)) ** (1 / 3), 0.2, 5.0)
-        h_new = jnp.minimum(hs * fac, dt_max)
-        h_new = jnp.where(ok & last, jnp.maximum(h, jnp.minimum(h_new, dt_max)), h_new)  # keep h after a short last step
-        return (jnp.where(ok, jnp.where(last, t_end, t + hs), t), jnp.where(ok, y, x), jnp.where(ok, k4, k1), h_new,
-                acc + ok, rej + (~ok))
-
-    init = (t, x, k1, h, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-    t, x, k1, h, acc, rej = jax.lax.while_loop(cond, body, init)
-    return t, x, k1, h, acc, rej
-
-
-@partial(jax.jit, static_argnames=("static",))
-def _adaptive_segment(x, k1, t, t_end, h, Q, K, V, static: Model, tol, dt_max, max_steps):
     m = static._replace(Q=Q, K=K, V=V)
-    if x.ndim == 3:
-        return jax.vmap(lambda x, k1, t, h: _bs32_segment(x, k1, t, t_end, h, m, tol, dt_max, max_steps))(x, k1, t, h)
-    return _bs32_segment(x, k1, t, t_end, h, m, tol, dt_max, max_steps)
+    term = diffrax.ODETerm(lambda t, y, args: drift(y, m))
+    ctrl = diffrax.PIDController(rtol=0.0, atol=tol, pcoeff=0.0, icoeff=1.0, factormin=0.2, factormax=5.0,
+                                 safety=0.9, dtmax=dt_max, norm=lambda e: jnp.max(jnp.linalg.norm(e, axis=-1)))
 
+    def one(x, h):
+        sol = diffrax.diffeqsolve(term, diffrax.Bosh3(), t0, t1, h, x, saveat=diffrax.SaveAt(t1=True),
+                                  stepsize_controller=ctrl, max_steps=max_steps, throw=False)
+        return (normalize(sol.ys[-1]), sol.stats["num_accepted_steps"], sol.stats["num_rejected_steps"],
+                sol.result == diffrax.RESULTS.successful)
 
-@partial(jax.jit, static_argnames=("static",))
-def _drift_jit(x, Q, K, V, static: Model):
-    return drift(x, static._replace(Q=Q, K=K, V=V))
+    return jax.vmap(one)(x, h) if x.ndim == 3 else one(x, h)
 
 
 def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 1e-6, dt0: float | None = None,
                       dt_max: float = np.inf, max_steps: int = 1_000_000, observe: Callable | None = None,
                       progress: Callable | None = None):
-    """Integrate with the adaptive Bogacki-Shampine 3(2) pair (module docstring) to each of ``times``.
+    """Integrate with the adaptive Bogacki-Shampine 3(2) pair (``diffrax.Bosh3``, module docstring) to each of
+    ``times``.
 
     Returns (snapshots, observations, steps) like :func:`simulate`, where ``steps`` (len(times) + 1, or
     (len(times) + 1, R) for a batch) counts accepted steps, plus ``rejected`` (same shape). ``tol`` is the absolute
     local error allowed per step (max over tokens of the Euclidean norm); ``dt0`` the first trial step (default
     0.1 / (beta |V| |K^T Q|), a third of the paper's explicit-Euler budget dt beta = 0.3); ``dt_max`` caps the step.
-    Raises RuntimeError if a segment needs more than ``max_steps`` steps.
+    Each segment is one ``diffeqsolve`` from the renormalised snapshot, its first trial step the mean accepted step
+    of the segment before. Raises RuntimeError if a segment needs more than ``max_steps`` steps (accepted and
+    rejected).
     """
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] <= 0:
@@ -241,22 +221,22 @@ def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 
             np.asarray(model.K).T @ np.asarray(model.Q), 2)
         dt0 = 0.1 / max(scale, 1e-12)
     batch = x.shape[:-2]
-    t = jnp.zeros(batch, x.dtype)
     h = jnp.full(batch, min(dt0, dt_max), x.dtype)
-    k1 = (jax.vmap(lambda y: _drift_jit(y, *mats, static)) if batch else partial(_drift_jit, Q=mats[0], K=mats[1],
-                                                                                   V=mats[2], static=static))(x)
     zero = np.zeros(batch, dtype=int)
     snaps, obs, steps, rejected = [x], [observe(x) if observe else None], [zero], [zero]
+    t_prev = 0.0
     for k, t_end in enumerate(times):
-        t, x, k1, h, acc, rej = _adaptive_segment(x, k1, t, jnp.asarray(t_end, x.dtype), h, *mats, static,
-                                                  jnp.asarray(tol, x.dtype), jnp.asarray(dt_max, x.dtype),
-                                                  jnp.asarray(max_steps, jnp.int32))
-        if np.any(np.asarray(t) < t_end):
+        x, acc, rej, ok = _adaptive_segment(x, jnp.asarray(t_prev, x.dtype), jnp.asarray(t_end, x.dtype), h, *mats,
+                                            static, jnp.asarray(tol, x.dtype), jnp.asarray(dt_max, x.dtype),
+                                            int(max_steps))
+        if not np.all(np.asarray(ok)):
             raise RuntimeError(f"adaptive integration stalled before t = {t_end} after {max_steps} steps (tol {tol})")
+        h = jnp.minimum((t_end - t_prev) / jnp.maximum(acc, 1), dt_max).astype(x.dtype)
         snaps.append(x)
         obs.append(observe(x) if observe else None)
         steps.append(steps[-1] + np.asarray(acc))
         rejected.append(rejected[-1] + np.asarray(rej))
+        t_prev = float(t_end)
         if progress is not None:
             progress(k + 1, len(times))
     observations = jax.tree.map(lambda *a: np.stack([np.asarray(v) for v in a]), *obs) if observe else None
