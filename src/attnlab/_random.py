@@ -14,6 +14,8 @@ r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors 
   bit generation 11.7 ns per 32-bit word against about 1.2 ns for this lowering of the same block function; the
   samplers are bound by random-number generation (``attnlab.sakai.presets``). Measured inside the compiled chunk loop
   of the ReLU sampler (draw, ReLU, Gram): 20.7 ns per normal with ``jax.random.normal``, 10.9 ns with :func:`normal`.
+  jax.random.normal and jax.random.chisquare take 2.9x the preset's wall time (sakai-vary-heads, quick,
+  implementation="jax"; bench/dependencies.py).
 * :func:`chi2`: ``chi^2_df = 2 Gamma(df/2)`` by Marsaglia and Tsang (2000), "A simple method for generating gamma
   variables", ACM TOMS 26(3), with the boost ``Gamma(a) = Gamma(a + 1) U^{1/a}`` for ``a < 1``. Every element takes
   the first accepted candidate of its own iid candidate stream, so the law is exact (see :func:`_gamma_mt`).

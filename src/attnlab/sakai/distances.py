@@ -41,7 +41,8 @@ def kde(x, grid, block: int = 8192):
 
     Points and grid are divided by ``sqrt(2) bw`` once, so the inner loop is ``exp(-(g - x)^2)`` with no division;
     the padding points are +inf (their kernel is exactly 0). 0.84 ns per kernel value on this CPU against 1.71 ns
-    with the division and a NaN mask in the loop; the values agree to 3e-16."""
+    with the division and a NaN mask in the loop; the values agree to 3e-16.
+    scipy.stats.gaussian_kde takes 12.3x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
     N = x.shape[-1]
     bw = N ** (-0.2) * jnp.std(x, ddof=1)
     scale = 1.0 / (math.sqrt(2.0) * bw)
@@ -106,7 +107,8 @@ def ks_w1_rows(x, y):
 
     On the host with NumPy's stable argsort, the same pooled-ECDF formula as :func:`ks_w1` (agreement to 1e-16): XLA's
     CPU sort calls a comparator per comparison, and NumPy's took 0.22 s against 0.56 s for 20 pairs of 50,000 points
-    (0.53 against 1.33 s for 3 pairs of 500,000) on this machine."""
+    (0.53 against 1.33 s for 3 pairs of 500,000) on this machine.
+    scipy.stats.ks_2samp + wasserstein_distance: 2.6x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     out = np.empty((x.shape[0], 2))
     for i, (a, b) in enumerate(zip(x, y)):
@@ -120,7 +122,8 @@ def ks_w1_rows(x, y):
 
 @functools.partial(jax.jit, static_argnames=("n_boot",))
 def bootstrap_ks_w1(key, x, y, n_boot: int = 200):
-    """Poisson-bootstrap replicates of ``(ks, w1)``, each (n_boot,): every network gets a Poisson(1) weight."""
+    """Poisson-bootstrap replicates of ``(ks, w1)``, each (n_boot,): every network gets a Poisson(1) weight.
+    scipy.stats.bootstrap takes 16.5x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
     zs, is_x = _pooled(x, y)
 
     def one(k):

@@ -32,7 +32,10 @@ over pending indices) on the 2-core Zen 1 machine, plus the softmax arrays throu
 the limit. Here the normals come from the ziggurat (Marsaglia and Tsang 2000, 128 boxes, in Doornik's 2005 form:
 box index and uniform from disjoint bits of one 64-bit word) and the chi-squares from Marsaglia and Tsang's gamma
 method on those normals; the bits from xoshiro256++ (Blackman and Vigna 2021), seeded per network by splitmix64 from
-(seed, stream, network index), so the numbers do not depend on the thread count. Both methods are exact in law (the
+(seed, stream, network index), so the numbers do not depend on the thread count.
+numpy.random.Generator (standard_normal, chisquare; two threads) takes 2.7x the preset's wall time
+(sakai-vary-heads, bench/dependencies.py).
+Both methods are exact in law (the
 ziggurat's rejection steps and tail make it exact up to float64 rounding), as the JAX path's are; the two paths give
 different numbers for the same key, and the tests compare their laws (two-sample KS, moments).
 
@@ -220,7 +223,8 @@ def kde_rows(rows, grid) -> np.ndarray:
     The kernel sums use the quadratic exponent along the grid (one exp per point and direction, two products per
     term, terms below 1e-40 dropped: see the C source), about 30x fewer operations than the direct sum of
     :func:`attnlab.sakai.distances.kde`; they agree to a relative 1e-12 where the density exceeds the official
-    1e-12 floor (tests/width/test_width_native.py)."""
+    1e-12 floor (tests/width/test_width_native.py).
+    scipy.stats.gaussian_kde takes 12.3x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
     lib = _KERNEL.require()
     rows = np.asarray(rows, np.float64)
     grid = np.asarray(grid, np.float64)
@@ -245,7 +249,8 @@ def bootstrap_ks_w1(seed: int, x, y, n_boot: int = 200):
     distance of ``x`` and ``y``: the law of :func:`attnlab.sakai.distances.bootstrap_ks_w1` (every point gets an
     independent Poisson(1) weight, by inversion of its CDF) with the kernel's own streams (replicate b: (seed, 0, b)).
     The pooled points are sorted once (NumPy, stable). A replicate that gives one sample no weight at all (probability
-    e^-size) has no empirical law: NaN for both, as the JAX bootstrap gives."""
+    e^-size) has no empirical law: NaN for both, as the JAX bootstrap gives.
+    scipy.stats.bootstrap takes 16.5x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
     lib = _KERNEL.require()
     x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
     if x.size == 0 or y.size == 0:
@@ -265,7 +270,8 @@ def bootstrap_ks_w1(seed: int, x, y, n_boot: int = 200):
 def ks_w1_rows(x, y):
     """:func:`attnlab.sakai.distances.ks_w1_rows` (KS and W1 of each pair of rows): each row sorted on its own
     (NumPy's sort, about 3x faster here than the stable argsort of the pooled pair) and the two merged in C in the
-    order of that argsort (x before y on ties), so the numbers agree to rounding."""
+    order of that argsort (x before y on ties), so the numbers agree to rounding.
+    scipy.stats.ks_2samp + wasserstein_distance: 2.6x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
     lib = _KERNEL.require()
     x, y = np.sort(np.asarray(x, np.float64), axis=-1), np.sort(np.asarray(y, np.float64), axis=-1)
     out = np.empty((x.shape[0], 2))
