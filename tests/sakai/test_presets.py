@@ -78,5 +78,11 @@ def test_reference_check_beyond_the_kernels_token_limit():
 
     cfg = sakai.SakaiConfig(n_tokens=17, width=(8,), reference_width=4, n_reference=200)
     y, _ = sakai.sample_first_token_sweep(jax.random.key(1), widths=(4,), n_heads=2, n_tokens=17, n_samples=2000)
-    out = sakai._reference_check(jax.random.key(0), cfg, 2, None, np.asarray(y).ravel(), 2)
+    impl = sakai.implementations(cfg)
+    assert impl["sampler"] == impl["reference"] == "jax"  # auto resolves to the JAX paths beyond 16 tokens
+    out = sakai._reference_check(jax.random.key(0), cfg, 2, None, np.asarray(y).ravel(), 2, impl)
     assert out["ks"] < out["crit"]
+    from attnlab.errors import AttnlabError
+
+    with pytest.raises(AttnlabError, match="n_tokens <= 16"):
+        sakai.implementations(cfg.model_copy(update={"implementation": "native"}))
