@@ -1,12 +1,13 @@
 # attnlab: two commands do all the set-up on a fresh machine.
 #   make demo   create .venv, install attnlab, run every preset at quick size into results/, print the checks table
 #   make test   create .venv if needed, install the test extras, run the test suite
+#   make test-fast   the inner loop: the suite without the command-line/sweep integration tests and slow tests
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,9 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(PY) tools/run_tests.py -q -n 2 --dist loadfile --durations=30
+
+test-fast: $(VENV)/.installed-test
+	$(PY) tools/run_tests.py -q -n 2 --dist loadfile -m "not slow" --ignore=tests/app --durations=10
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench tools

@@ -58,6 +58,7 @@ def _recorded(run_dir):
     ("sakai-vary-width", SAKAI_TINY, {"sampler", "reference", "distances"}),
     ("bruno-alignment", BRUNO_TINY, {"attention"}),
 ])
+@pytest.mark.slow
 def test_each_job_records_its_implementation_and_jax_is_forced_on_request(tmp_path, preset, tiny, jobs):
     auto = attnlab.run(preset, quick=True, out=tmp_path / "auto", **tiny)
     recorded = _recorded(tmp_path / "auto")

@@ -5,6 +5,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "tools" / "run_tests.py"
 
 CRASH_ONCE = """
@@ -34,6 +36,7 @@ def _run(tmp_path, source):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_ends_the_run_at_once_and_the_suite_runs_again(tmp_path):
     out = _run(tmp_path, CRASH_ONCE)
     assert out.returncode == 0, out.stdout[-3000:]
@@ -42,6 +45,7 @@ def test_a_crashed_worker_ends_the_run_at_once_and_the_suite_runs_again(tmp_path
     assert "2 passed" in out.stdout.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_an_ordinary_failure_is_not_retried(tmp_path):
     out = _run(tmp_path, FAILS)
     assert out.returncode == 1

@@ -93,6 +93,7 @@ def test_sampler_moments_and_link():
     assert abs(float(jnp.mean(jnp.sum(sig**2, -1))) - d) < 0.05 * d
 
 
+@pytest.mark.slow
 def test_in_frame_sampler_has_the_law_of_the_rd_sampler():
     """Risk of softmax attention at random overlaps: R^d sampler vs in-frame sampler, within 5 SE."""
     d, L, g, eps, beta = 24, 6, 0.7, 0.1, 0.4

@@ -33,6 +33,7 @@ def _run(name, **overrides):
     return ds, metrics, checks
 
 
+@pytest.mark.slow
 def test_rgd_quick():
     ds, metrics, checks = _run("dohmatob-rgd", n_steps=100, n_test=1000, n_test_rd=200, n_train=100)
     assert {"final_test_excess_risk_median_linear_mu0", "final_mu_median_linear_random", "final_nu_median_linear_mu0",
@@ -43,6 +44,7 @@ def test_rgd_quick():
     assert ds.mu.dims == ("link", "start", "step", "repeat")
 
 
+@pytest.mark.slow
 def test_flow_and_phase_diagram_quick():
     _, metrics, _ = _run("dohmatob-flow", n_grid=2, n_times=5, n_mc=2000)
     assert metrics["prop10_agreement_linear"] == 4

@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
 from attnlab.dohmatob.rgd import frame_predict, init_with_overlap, rgd_step, run_rgd
@@ -12,6 +13,7 @@ from attnlab.slr.data import init_sphere, sample_teacher
 from attnlab.slr.overlaps import overlaps
 
 
+@pytest.mark.slow
 def test_batched_rgd_equals_single_runs():
     """All links and starts of a repeat share one token matmul: same iterates as one run at a time."""
     d, L, n, g = 12, 5, 40, 0.7
@@ -40,6 +42,7 @@ def test_batched_rgd_equals_single_runs():
             np.testing.assert_allclose(jnp.linalg.norm(log.u[r, :, k], axis=-1), 1.0, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_figure2_reproduction_numbers_linear_link():
     """Spec B7 [V-num] (linear link, d = 100, L = 20, beta = 1, gamma = 1/sqrt(2), eps = 0.1, s = 0.01, n = 1000):
     from mu0 = 0.5, nu = 0.994 after 500 steps and 0.998 after 1500 (test excess 0.0075), mu creeping to ~0.59;
@@ -68,6 +71,7 @@ def test_figure2_reproduction_numbers_linear_link():
     assert abs(float(o.mu[3, 0])) < 0.2 and test[3, 0] > 1.0 and train[3, 0] < 0.8 * train[0, 0]
 
 
+@pytest.mark.slow
 def test_closed_form_gradient_matches_autodiff():
     """The hand-written gradient of the K joint losses (two token matmuls) equals jax.grad, any elementwise link."""
     from attnlab.dohmatob.rgd import _joint_losses, _joint_value_and_grad
@@ -86,6 +90,7 @@ def test_closed_form_gradient_matches_autodiff():
     np.testing.assert_allclose(G, jnp.concatenate([gU, gV]), rtol=1e-11, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_float32_token_products_move_the_iterates_by_round_off_only():
     """token_dtype=float32 (token products and per-token arithmetic; float64 parameters): over 300 steps at the
     Figure 2 scale of lambda the overlaps with the float64 run differ by far less than their sampling spread

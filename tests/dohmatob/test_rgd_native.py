@@ -42,6 +42,7 @@ def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):
     (9, 45, 7, ("linear", "relu", "linear", "quadratic")),  # L = 45 (odd, over 32), n < one block of 8 samples
     (100, 20, 64, ("linear", "linear", "quadratic", "quadratic", "relu", "relu")),  # the Figure 2 shapes
 ])
+@pytest.mark.slow
 def test_native_matches_float64_within_float32_round_off(d, L, n, links):
     """Iterates and losses of the C kernel against the all-float64 JAX path after 40 steps at the Figure-2 scale of
     lambda (beta = 1): float32 round-off only (the stable links; the quadratic link at this step is also stable at
@@ -64,6 +65,7 @@ def test_native_matches_float64_within_float32_round_off(d, L, n, links):
     np.testing.assert_allclose(jnp.linalg.norm(nat.v, axis=-1), 1.0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_native_learns_like_float64_over_a_long_run():
     """300 steps from mu0 = 0.5 (d = 40, L = 10, n = 400): the overlaps with u*, v* agree with the float64 run to
     1e-4, far below their sampling spread (~1/sqrt(n) = 0.05), and the run learned (nu > 0.9)."""
@@ -77,6 +79,7 @@ def test_native_learns_like_float64_over_a_long_run():
     assert float(hi.v[0, -1, 0] @ vs) > 0.9
 
 
+@pytest.mark.slow
 def test_auto_picks_native_only_where_it_applies(monkeypatch):
     """auto = native for float32 tokens and named links; the JAX path for float64 or a callable link; bad names."""
     X, Y, U0, V0, _, _ = _problem(8, 4, 12, ("linear",), repeats=1)

@@ -37,6 +37,7 @@ def test_L1_softmax_erm_is_ridge_regression(teacher):
     assert np.max(np.abs(r.k)) < 1e-8
 
 
+@pytest.mark.slow
 def test_informed_and_random_starts_meet_at_high_regularisation_and_test_error_matches_overlaps(teacher):
     ks, vs = teacher
     act = activation("softmax")

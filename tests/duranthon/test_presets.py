@@ -37,6 +37,7 @@ def _run(name, quick=True, **overrides):
     return _RUNS[key]
 
 
+@pytest.mark.slow
 def test_population_quick_passes_its_checks():
     ds, (metrics, checks), figs = _run("duranthon-population")
     assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
@@ -44,6 +45,7 @@ def test_population_quick_passes_its_checks():
     assert set(figs) == {"risk_vs_nu", "risk_vs_L"}
 
 
+@pytest.mark.slow
 def test_activation_table_matches_spec_3_6():
     ds, (metrics, checks), _ = _run("duranthon-activations", n_mc=20_000)
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
@@ -71,6 +73,7 @@ def test_bad_config_is_rejected(name, bad):
         resolve_config(p, quick=True, overrides=bad)
 
 
+@pytest.mark.slow
 def test_sample_complexity_quick_passes_and_every_fixed_point_converges():
     ds, (metrics, checks), figs = _run("duranthon-sample-complexity")
     assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
@@ -139,6 +142,7 @@ def test_sample_complexity_paper_settings_fix_model_nu_L_and_search_lambda():
             resolve_config(p, quick=True, overrides=bad)
 
 
+@pytest.mark.slow
 def test_sample_complexity_lambda_grid_search_picks_the_lowest_replica_test_error():
     from attnlab.duranthon.sample_complexity import theory_vs_simulation
 

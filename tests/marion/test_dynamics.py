@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.optimize as so
 import scipy.stats as ss
 
@@ -43,6 +44,7 @@ def test_vectors_from_overlaps_round_trip(key):
     assert abs(float(k2 @ k2) - 1) < 1e-14 and abs(float(v2 @ v2) - 1) < 1e-14 and abs(float(ks2 @ vs2)) < 1e-14
 
 
+@pytest.mark.slow
 def test_pgd_and_sgd_preserve_unit_norms(key):
     ks, vs, k, v = _start(key, 40)
     for _ in range(50):
@@ -90,6 +92,7 @@ def test_edge_of_stability_makes_round_off_decide_the_phase(key):
     assert final_gap < 1e-6
 
 
+@pytest.mark.slow
 def test_reduced_sgd_has_the_law_of_full_vector_sgd(key):
     """The reduced SGD chain is exact in law: after 40 steps from a common start, the overlaps of 1,500 runs of
     each simulator agree in distribution (two-sample KS) and in mean (5 SE)."""
@@ -128,6 +131,7 @@ def _run_config(lam0, step_size, n_steps, schedule, init, n_repeats=30, seed=0):
     return jax.tree.map(lambda x: np.asarray(x[-1]), logs)
 
 
+@pytest.mark.slow
 def test_official_outcome_manifold_config():
     """Spec A7 init_manifold (official, float32): final |kappa| 0.9812..0.9835, |nu| = 1.0000, excess risk
     0.11369..0.11372 (oracle 0.11350), kappa nu > 0 always."""
@@ -164,6 +168,7 @@ def test_official_outcome_schedule_config():
     assert np.all(np.abs(last.excess_risk[rest] - 0.0689) < 5e-4)
 
 
+@pytest.mark.slow
 def test_large_lambda_runs_stall_below_the_oracle_risk():
     """Spec A7 large-lambda: no run reaches the oracle in 120k steps, and some end below the oracle's risk at
     lambda = 0.9 (3.819): the oracle does not minimise R there."""

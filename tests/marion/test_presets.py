@@ -38,6 +38,7 @@ def schedule():
     return _run("marion-sphere-schedule")
 
 
+@pytest.mark.slow
 def test_schedule_trajectory_matches_the_official_table(schedule):
     ds, (metrics, checks) = schedule
     _compare(ds, "kappa", {3000: 0.14, 9000: 0.22, 15000: 0.32, 30000: 0.51, 60000: 0.79, 90000: 0.97, 120000: 1.000}, 6)
@@ -51,6 +52,7 @@ def test_schedule_trajectory_matches_the_official_table(schedule):
     assert np.all(ds.distance_to_manifold.values[-1][reached] < 1e-12)
 
 
+@pytest.mark.slow
 def test_sgd_trajectory_matches_the_official_table():
     ds, (metrics, checks) = _run("marion-sgd", n_repeats=8)
     _compare(ds, "kappa", {10000: 0.21, 25000: 0.34, 50000: 0.55, 100000: 0.93, 150000: 0.994, 200000: 0.998}, 4)

@@ -99,6 +99,7 @@ def _random_point(key, d):
     return ks, vs, k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,L,gamma,lam", [(20, 5, 0.7, 0.5), (40, 10, SQRT_HALF, 0.3), (12, 3, 1.3, 1.5)])
 def test_closed_form_risk_against_monte_carlo_off_M(key, d, L, gamma, lam):
     ks, vs, k, v = _random_point(jax.random.fold_in(key, d), d)
@@ -115,6 +116,7 @@ def _fd(f, x, h=1e-6):
     return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in eye])
 
 
+@pytest.mark.slow
 def test_derivatives_agree_with_finite_differences(key):
     """Spec A8 item 1: the official custom JVP swapped zeta's arguments, so joint gradients, value_and_grad and
     forward mode went wrong. Here all of them must agree with finite differences."""

@@ -3,11 +3,13 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.stats as st
 
 from attnlab.sakai import distances as dist
 
 
+@pytest.mark.slow
 def test_official_recipe_matches_scipy():
     r = np.random.default_rng(0)
     x, y = 0.6 * r.normal(size=3000), 0.6 * r.standard_t(6, size=2000)

@@ -99,6 +99,7 @@ LAW_GROUPS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("s, activation", list(LAW_GROUPS))
 def test_native_and_jax_paths_draw_the_same_law(s, activation):
     """For each row: two-sample KS of y and of v (native against the JAX path, 100,000 networks each) at level 0.001,

@@ -50,6 +50,7 @@ def test_reference_check_drawn_apart(monkeypatch):
     np.testing.assert_array_equal(ds.reference_ks.values, p.run(cfg, jax.random.key(0)).reference_ks.values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sakai-vary-heads", "sakai-scores"])
 def test_presets_without_the_native_kernel(monkeypatch, name):
     """Where the C kernels are not available (another backend, no compiler, ``ATTNLAB_NATIVE=0``) every draw, the

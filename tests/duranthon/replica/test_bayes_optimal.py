@@ -107,6 +107,7 @@ def test_argmax_probabilities_match_monte_carlo():
         assert np.all(np.abs(p[:3] - freq) <= 5 * se + 1e-12), (V, p, freq)
 
 
+@pytest.mark.slow
 def test_max_slr_channel_satisfies_the_nishimori_identity():
     """At Nishimori-consistent overlaps (omega from the teacher fields, V = 1 - q) a proper Bayes channel has
     E[sum_l g_l^2] = -E[sum_l dg_l/domega_l] for each index: a check of the autodiff score g^k of the argmax
@@ -135,6 +136,7 @@ def test_max_slr_channel_satisfies_the_nishimori_identity():
             assert abs(d.mean()) <= 5 * d.std(ddof=1) / math.sqrt(d.size), (q, lhs.mean(), -div.mean())
 
 
+@pytest.mark.slow
 def test_max_slr_bayes_optimal_curve_converges_and_falls_towards_zero():
     """max-SLR, nu = inf, L = 3: the fixed points converge and the BO test error falls with alpha towards the
     population Bayes risk 0 (noiseless: the location is the argmax of k*-fields). The ordering BO <= ERM replica is

@@ -3,11 +3,13 @@
 
 import jax
 import numpy as np
+import pytest
 
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.replica import frozen_samples
 
 
+@pytest.mark.slow
 def test_implicit_and_unrolled_jacobians_agree():
     """The V_hat integrand by the implicit function theorem equals forward-mode through converged Newton steps."""
     from attnlab.duranthon.replica import replica_map

@@ -40,6 +40,7 @@ def test_proximal_operator_against_brute_force_grid():
             assert excess.max() > 10 * 0.05**2 / 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("L", [1, 2, 3, 4])
 def test_jacobi_eigendecomposition_matches_lapack(L):
     """The fixed-sweep Jacobi of the inner Newton step: eigenpairs of random, repeated-eigenvalue and padded

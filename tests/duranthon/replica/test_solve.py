@@ -103,6 +103,7 @@ def test_solver_options_validated():
     assert len(p) == 5 and p[0] == 1.0 and p[-1] == 0.01 and all(a > b for a, b in zip(p, p[1:]))
 
 
+@pytest.mark.slow
 def test_variants_linear_attention_reaches_its_closed_form_and_max_slr_variable_L_converges():
     """The same solver for the other members of the family: linear attention 1 + chi at alpha -> inf approaches the
     population optimum L(L-1)/(L^2 + nu(L-1)) (spec 3.4; measured excess 0.013, 0.0027, 0.0005 at alpha = 50, 200,

@@ -44,6 +44,7 @@ def _worst_minimum(order, s, idx, ends):
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_tracked_minima_recover_the_global_minimiser(low_alpha):
     """Warm-start the single-start map with the tracked samples put in their worst local minimum: without the
     track they stay there (a different map value than the multistart map's); with it every sample's proximal point
