@@ -1,56 +1,17 @@
-"""Presets for Sakai, Karakida, Imaizumi, "Infinite-Width Limit of a Single Attention Layer: Analysis via Tensor
-Programs" (NeurIPS 2025, arXiv:2506.00846); official code ``manasakai/infinite-width-attention`` (``run.py``).
+"""Presets of Sakai, Karakida, Imaizumi, "Infinite-Width Limit of a Single Attention Layer: Analysis via Tensor
+Programs" (NeurIPS 2025, arXiv:2506.00846): Figs. 1a/1b (width), 2a (scores), 2b (heads), 3a/3b (low rank),
+5a/5b (ReLU inputs), and a width beyond the paper's.
 
-Every finite-width sample is drawn by the exact width-free sampler (:mod:`attnlab.sakai.sampler`, spec 4.3), which has
-the law of the official brute-force model; each run also draws the brute-force reference sampler
-(:mod:`attnlab.sakai.reference`) at a small width and checks the two agree (two-sample KS at level 0.001). The limit law
-is :mod:`attnlab.sakai.limit`; its constants come from Gauss-Hermite quadrature.
+Every finite-width sample is drawn by the exact width-free sampler (:mod:`attnlab.sakai.sampler`), which has the law
+of the paper's finite layer (Algorithm 1); each run also draws the brute-force reference
+(:mod:`attnlab.sakai.reference`) at a small width and checks that the two agree (two-sample KS at level 0.001). The
+limit law is :mod:`attnlab.sakai.limit`, its constants by Gauss-Hermite quadrature.
 
-Distances (per seed, as in the paper, and pooled): the official KDE-KL (500-point grid over the global range,
-1e-12 floor), KS and W1 with a Poisson-bootstrap interval (seed 0) and across-seed intervals, the Rao-Blackwellised
-KL of the two Gaussian scale mixtures, and for each the **null floor**: the same distance between two independent
-limit samples of the same size.
-
-Findings recorded by the tests (``tests/width``): the quadrature limit constant is E y_0^2 = 0.391971 (the spec's
-Monte Carlo 0.3918 is 1.7 of its SEs low); the finite-width bias E y^2(n) - E y^2(inf) is about 0.7/n (rate -1
-verified), so the spec's [I] heuristic of O(1/n) deviations holds for the second moment; the finite-width excess
-kurtosis converges slowly (H = 1: 2.76, 0.81, 0.38, 0.28, 0.25 at n = 16, 64, 256, 1024, 4096 against the limit
-0.243), so at the paper's n = 256 the H = 1 finite law is far more leptokurtic than its limit.
-
-Speed (``bench/width.py``, 2-core shared machine, JAX compile cache off, compilation included; wall seconds, CPU
-seconds in brackets). 2026-11-23, the code before and after the Threefry/Box-Muller normals and the reduction-form
-input Gram (:mod:`attnlab._random`, :func:`attnlab.sakai.sampler.empirical_gram`), run back to back at load 1.3-1.7:
-vary-width 21.9 -> 22.2, vary-heads 72.3 -> 61.6, scores 4.4 -> 5.3, low-rank 29.9 -> 28.3, relu 124.5 -> 84.4;
-total 253 s (422) -> 202 s (336). Then, with the division-free KDE and Rao-Blackwellised density and the KS/W1 rows
-in NumPy (:mod:`attnlab.sakai.distances`), the same hour at load 1.2-1.9: vary-width 16.9, vary-heads 54.6, scores
-3.8, low-rank 20.9, relu 69.9; total 166 s. Where the time goes now (cProfile): relu draws its explicit input matrix,
-4n normals per network (5472 for the five widths), 1e6 networks per width, about 56 s at about 10 ns per normal;
-vary-heads at H = 256 draws per network 517 chi-squares (about 26 ns each, formerly 44) and 1031 normals at n = 256
-and 1025 normals in each of the two limit rows: its draws take 42 s. Both are bound by random-number generation: an
-exact float64 normal needs two Threefry blocks (104 random bits; about 2.3 ns per block here) and a log, a square root
-and a cosine, and a Marsaglia-Tsang candidate about 20 ns. No further exact reduction of the per-network counts was found
-(per head s normals and two chi-squares, one output normal per network; the Gram of relu(Z) is a sum of n iid
-non-Wishart matrices with no closed-form law). Drawing ReLU signs as bits and half-normals for the positive entries
-only (exact, half the normals) was tried and ran slower inside the compiled chunk loop (its gather costs about 43 ns
-per entry in a ``lax.map`` body, 15 ns at top level); so was using both halves of each Box-Muller pair (XLA
-recomputes the shared blocks for each half).
-
-Since the fifth session of 2026-11-23, on CPU the draws run in C (:mod:`attnlab.sakai.native`: a ziggurat normal on
-xoshiro256++, a Marsaglia-Tsang chi-square, one stream per network, the same law as the JAX path and tested against
-it), and so do the official KDE (kernel sums along the uniform grid, one exp per point and direction), the Poisson
-bootstrap of KS/W1 and KS/W1 themselves (a merge of the sorted samples): on the slower 2-core Zen 1 machine, compile
-cache off, 100.2 s for the five paper presets (vary-width 9.6, vary-heads 38.0, scores 9.0, low-rank 12.8, relu
-30.8), against 416.8 s for the JAX path measured the same hour. The sixth session removed most of the rest, with
-the same laws (each change tested against its definition or the JAX path): at s = 4 four heads per AVX2 vector
-(31 and 17 ns per head at H = 256 on 2 threads, finite and limit, against 63 and 45); the ReLU input Gram by sign
-pattern, which exploits that a column's sign pattern is uniform and independent of its absolute values (2n
-half-normals per network instead of 4n normals: 5.8 us per network at n = 1024 against 12.0); the score probe in C
-(the input factor, a chi-square and a normal per network, no compiled program); the brute-force reference statistic in C
-(:func:`attnlab.sakai.reference.sample_reference_first`: 0.5 s against 4.6 s at H = 256, and no compilation, about 1 s
-per program), used by the reference checks; a guide table for the bootstrap's Poisson weights (5x). Same machine,
-compile cache off, every check passing, two runs: vary-width 5.3/5.1 s, vary-heads 12.0/12.3, scores 1.4/1.6,
-low-rank 5.3/5.9, relu 15.0/15.8; total 39.0/40.6 s (the issue's target: one minute), against 79.1 s for the
-session's starting code the same hour.
+Distances, per seed as in the paper and pooled: the official KDE-KL (500-point grid over the global range, 1e-12
+floor), KS and W1 with a Poisson-bootstrap interval (seed 0) and across-seed intervals, the Rao-Blackwellised KL of
+the two Gaussian scale mixtures and, for each, the null floor: the same distance between two independent limit
+samples of the same size. The sampler, the reference statistic and the distances run in C or JAX as the config's
+``implementation`` says (:func:`implementations`).
 """
 
 from __future__ import annotations
