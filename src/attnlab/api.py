@@ -17,7 +17,7 @@ from typing import Any
 from attnlab import registry, runtime
 from attnlab.config import ExperimentConfig
 
-__all__ = ["Run", "run", "presets", "execute", "implementations"]
+__all__ = ["Run", "run", "presets", "execute", "implementations", "finding", "json_safe"]
 
 
 def implementations(preset: registry.Preset, config: ExperimentConfig) -> dict[str, str]:
@@ -38,6 +38,12 @@ class Outcome:
     checks: list[registry.Check]
     implementations: dict[str, str]
     elapsed_s: float
+    finding: str = ""
+
+
+def finding(preset: registry.Preset, metrics: dict[str, Any], config: ExperimentConfig) -> str:
+    """The preset's one-line finding for ``metrics`` ("" when the preset states none)."""
+    return str(preset.finding(metrics, config)) if preset.finding is not None else ""
 
 
 def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progress=None) -> Outcome:
@@ -53,14 +59,14 @@ def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progre
         metrics, checks = preset.summarize(ds, config)
         elapsed = time.perf_counter() - t0
     ds.attrs["implementations"] = impl
-    return Outcome(ds, metrics, list(checks), impl, elapsed)
+    return Outcome(ds, metrics, list(checks), impl, elapsed, finding(preset, metrics, config))
 
 
 @dataclass
 class Run:
     """One run of a preset: ``data`` (xarray.Dataset), ``metrics``, ``checks`` (:class:`~attnlab.registry.Check`),
-    ``implementations`` (kernel -> ``native``/``jax``), ``figures`` (name -> matplotlib Figure, drawn on first
-    access) and ``run_dir`` (the run directory, None when nothing was written)."""
+    ``implementations`` (kernel -> ``native``/``jax``), ``finding`` (one line of words), ``figures`` (name ->
+    matplotlib Figure, drawn on first access) and ``run_dir`` (the run directory, None when nothing was written)."""
 
     preset: registry.Preset
     config: ExperimentConfig
@@ -71,6 +77,7 @@ class Run:
     checks: list[Any]
     implementations: dict[str, str]
     elapsed_s: float
+    finding: str = ""
     run_dir: Path | None = None
     _figures: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -83,7 +90,7 @@ class Run:
     @property
     def passed(self) -> bool:
         """Whether every check passed."""
-        return all(c.passed if hasattr(c, "passed") else c["passed"] for c in self.checks)
+        return all(c.passed for c in self.checks)
 
 
 def run(preset: str, *, quick: bool = False, seed: int = 0, out: str | Path | None = None, force: bool = False,
@@ -101,15 +108,31 @@ def run(preset: str, *, quick: bool = False, seed: int = 0, out: str | Path | No
     if out is None:
         outcome = execute(p, config, seed)
         return Run(p, config, seed, quick, outcome.data, outcome.metrics, outcome.checks, outcome.implementations,
-                   outcome.elapsed_s)
+                   outcome.elapsed_s, outcome.finding)
     from attnlab.app import store
 
     res = store.run_preset(p, config, seed, quick=quick, out_dir=Path(out), force=force)
     s = res.summary
-    checks = [registry.Check(c["name"], c["theory"], c["simulation"], c["tolerance"], c.get("basis", ""))
-              for c in s.get("checks", [])]
+    checks = [registry.Check.from_dict(c) for c in s.get("checks", [])]
     return Run(p, config, seed, quick, store.read_data(res.run_dir), s.get("metrics", {}), checks,
-               s.get("implementations", {}), s.get("elapsed_s", float("nan")), res.run_dir)
+               s.get("implementations", {}), s.get("elapsed_s", float("nan")), s.get("finding", ""), res.run_dir)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None and NumPy scalars by Python numbers (strict JSON)."""
+    import math
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def presets() -> dict[str, registry.Preset]:

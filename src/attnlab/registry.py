@@ -6,6 +6,7 @@ A :class:`Preset` holds a config class with per-preset defaults and quick-size o
 * ``summarize(dataset, config) -> (metrics, checks)`` (reads only the dataset);
 * ``plot(dataset, config) -> {name: matplotlib Figure}`` (reads only the dataset);
 * optionally ``animate(dataset, path)``, which writes an animated GIF of the run to ``path``;
+* optionally ``finding(metrics, config)``, the run's result in one line of words;
 * optionally ``implementations(config)``, the implementation (C kernel or JAX) each of its jobs runs.
 
 Each paper's folder has a ``presets`` module that registers its presets with :func:`register` when imported;
@@ -31,11 +32,22 @@ PAPERS: tuple[str, ...] = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
 """The paper folders, in the order of the catalogue; preset names start with their paper (``marion-manifold``)."""
 
 
+def _finite(x) -> float | None:
+    """``x`` as a float, or None where it is not finite (JSON has no NaN)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
 @dataclass(frozen=True)
 class Check:
-    """A theoretical prediction against its simulated counterpart; passes when ``|theory - simulation| <= tolerance``.
+    """A theoretical prediction against its simulated counterpart, with its negative control.
 
-    The tolerance comes from a standard error (say 5 SE) or from a stated numerical bound, never from tuning.
+    The check passes when ``|theory - simulation| <= tolerance``. The tolerance comes from a standard error (say 5 SE)
+    or a stated numerical bound (``basis`` says which), never from tuning; it must be finite and positive. The
+    **control** is the same check evaluated on a deliberately wrong counterpart (``control``: what it is, e.g.
+    "tokens frozen at t = 0"; ``control_theory``/``control_simulation``: its two sides, by default this check's):
+    a check has power only if its control fails. A check that cannot be evaluated (too few repeats, no point of the
+    needed kind) is built with :meth:`not_evaluated` and never counts as passed.
     """
 
     name: str
@@ -43,6 +55,24 @@ class Check:
     simulation: float
     tolerance: float
     basis: str = ""
+    control: str = ""
+    control_theory: float | None = None
+    control_simulation: float | None = None
+    reason: str = ""
+
+    def __post_init__(self):
+        if not self.reason and not (math.isfinite(float(self.tolerance)) and float(self.tolerance) > 0):
+            raise ValueError(f"check {self.name!r}: the tolerance must be finite and positive (got {self.tolerance}); "
+                             "use Check.not_evaluated(name, reason) when it cannot be derived")
+
+    @classmethod
+    def not_evaluated(cls, name: str, reason: str, *, theory: float = math.nan, basis: str = "") -> Check:
+        """A check that could not be evaluated here, with the ``reason``; it never passes."""
+        return cls(name, theory, math.nan, math.nan, basis, reason=reason)
+
+    @property
+    def evaluated(self) -> bool:
+        return not self.reason
 
     @property
     def abs_error(self) -> float:
@@ -50,18 +80,56 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        return bool(math.isfinite(self.abs_error) and self.abs_error <= self.tolerance)
+        return bool(self.evaluated and math.isfinite(self.abs_error) and self.abs_error <= self.tolerance)
+
+    @property
+    def status(self) -> str:
+        """``"passed"``, ``"failed"`` or ``"not evaluated"``."""
+        return "not evaluated" if not self.evaluated else "passed" if self.passed else "failed"
+
+    @property
+    def control_error(self) -> float:
+        """``|control_theory - control_simulation|`` (each side defaulting to this check's)."""
+        theory = self.theory if self.control_theory is None else self.control_theory
+        simulation = self.simulation if self.control_simulation is None else self.control_simulation
+        return abs(float(theory) - float(simulation))
+
+    @property
+    def control_rejected(self) -> bool | None:
+        """Whether the check rejects its wrong counterpart (None: no control given, or the check not evaluated)."""
+        if not self.evaluated or not self.control or (self.control_theory is None and self.control_simulation is None):
+            return None
+        err = self.control_error
+        return bool(not math.isfinite(err) or err > self.tolerance)
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (non-finite numbers as null)."""
         return {
             "name": self.name,
-            "theory": float(self.theory),
-            "simulation": float(self.simulation),
-            "abs_error": self.abs_error,
-            "tolerance": float(self.tolerance),
+            "theory": _finite(self.theory),
+            "simulation": _finite(self.simulation),
+            "abs_error": _finite(self.abs_error),
+            "tolerance": _finite(self.tolerance),
             "passed": self.passed,
+            "status": self.status,
+            "reason": self.reason,
             "basis": self.basis,
+            "control": self.control,
+            "control_theory": None if self.control_theory is None else _finite(self.control_theory),
+            "control_simulation": None if self.control_simulation is None else _finite(self.control_simulation),
+            "control_error": _finite(self.control_error) if self.control else None,
+            "control_rejected": self.control_rejected,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Check:
+        """The check written by :meth:`as_dict` (null read as NaN)."""
+        num = lambda k: math.nan if d.get(k) is None else float(d[k])  # noqa: E731
+        if d.get("reason"):
+            return cls.not_evaluated(d["name"], d["reason"], theory=num("theory"), basis=d.get("basis", ""))
+        return cls(d["name"], num("theory"), num("simulation"), num("tolerance"), d.get("basis", ""),
+                   d.get("control", ""), None if d.get("control_theory") is None else float(d["control_theory"]),
+                   None if d.get("control_simulation") is None else float(d["control_simulation"]))
 
 
 @dataclass(frozen=True)
@@ -81,6 +149,9 @@ class Preset:
     defaults: dict[str, Any] = field(default_factory=dict)
     quick: dict[str, Any] = field(default_factory=dict)
     animate: Callable | None = None
+    finding: Callable | None = None
+    """``finding(metrics, config) -> str``: the run's result in one line of words (e.g. "27/30 runs reach the oracle,
+    median |kappa| 0.983"), written to ``summary.json`` and printed by the report above the figures."""
     implementations: Callable | None = None
     """``implementations(config) -> {job: "native" | "jax"}`` for presets with a C kernel and a JAX path per job:
     the implementation each job runs with ``config`` on this machine (``config.implementation``, ``auto`` resolved);

@@ -64,6 +64,8 @@ def _markdown(out_dir: Path, results, presets, failed) -> str:
             s = res.summary
             rel = os.path.relpath(res.run_dir, out_dir)
             impl = implementation_text(s)
+            if s.get("finding"):
+                lines += [f"**Finding:** {s['finding']}", ""]
             lines += [f"Figure: {p.figure}. Run directory: `{rel}`. Run time: {s.get('elapsed_s', 0):.1f} s."
                       + (f" Implementation: {impl}." if impl else ""), ""]
             lines += [f"![{name}]({rel}/{f})" for f in s.get("figures", []) if f.endswith(".png")]
@@ -108,6 +110,8 @@ def _html(results, presets, failed) -> str:
             res = results[name]
             s = res.summary
             impl = implementation_text(s)
+            if s.get("finding"):
+                parts.append(f"<p class='finding'><b>Finding:</b> {html.escape(s['finding'])}</p>")
             parts.append(f"<p>Figure: {html.escape(p.figure)}. Run time: {s.get('elapsed_s', 0):.1f} s. "
                          + (f"Implementation: {html.escape(impl)}. " if impl else "")
                          + f"Run directory: <code>{html.escape(str(res.run_dir))}</code></p>")

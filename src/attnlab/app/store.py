@@ -20,7 +20,7 @@ from typing import Any
 
 import jax
 
-from attnlab.api import execute, implementations
+from attnlab.api import execute, implementations, json_safe
 from attnlab.app import interrupt
 from attnlab.config import ExperimentConfig, config_hash
 from attnlab.errors import AttnlabError
@@ -130,11 +130,12 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         record = {"preset": preset.name, "paper": preset.paper, "figure": preset.figure, "quick": quick,
                   "seed": seed, "config_hash": digest, "config": config.model_dump(mode="json"),
                   "implementations": outcome.implementations, **provenance()}
-        (tmp / "config.json").write_text(json.dumps(record, indent=2))
-        summary = {"preset": preset.name, "elapsed_s": elapsed, "metrics": metrics,
+        (tmp / "config.json").write_text(json.dumps(json_safe(record), indent=2, allow_nan=False))
+        summary = {"preset": preset.name, "quick": quick, "seed": seed, "elapsed_s": elapsed,
+                   "finding": outcome.finding, "metrics": json_safe(metrics),
                    "checks": [c.as_dict() for c in checks], "figures": written, "config_hash": digest,
                    "implementations": outcome.implementations}
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
         interrupt.check()  # a Ctrl-C swallowed by a __del__ somewhere still stops the commit
         if run_dir.exists():
             trash = run_dir.parent / f".{run_dir.name}.old-{uuid.uuid4().hex[:8]}"

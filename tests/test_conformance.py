@@ -1,0 +1,53 @@
+"""One conformance test over the whole catalogue (every registered preset, quick size), as optax runs one check over
+all its modules: strict JSON, units on every variable and coordinate, a finding in words, and every check finite,
+passing and with power: its negative control (the same check on a deliberately wrong counterpart) fails."""
+
+import json
+import math
+
+import pytest
+
+import attnlab
+from attnlab.registry import Check, all_presets
+
+
+def _strict(text: str):
+    def bad(token):
+        raise ValueError(f"bare {token} in JSON")
+
+    return json.loads(text, parse_constant=bad)
+
+
+@pytest.mark.parametrize("name", sorted(all_presets()))
+def test_preset_conforms(name, tmp_path):
+    run = attnlab.run(name, quick=True, out=tmp_path / "run")
+    summary = _strict((tmp_path / "run" / "summary.json").read_text())
+    _strict((tmp_path / "run" / "config.json").read_text())
+    assert summary["finding"] and "\n" not in summary["finding"], "a one-line finding in words"
+
+    missing = [f"variable {v}" for v in run.data.data_vars if "units" not in run.data[v].attrs]
+    missing += [f"coordinate {c}" for c in run.data.coords if "units" not in run.data[c].attrs]
+    assert not missing, f"without units: {missing}"
+
+    assert run.checks
+    for c in run.checks:
+        label = f"{name}: {c.name}"
+        assert c.evaluated, f"{label} not evaluated at quick size: {c.reason}"
+        assert all(math.isfinite(float(x)) for x in (c.theory, c.simulation, c.tolerance)), label
+        assert c.passed, f"{label}: |{c.theory} - {c.simulation}| > {c.tolerance}"
+        assert c.control, f"{label} has no negative control"
+        assert c.control_rejected, f"{label}: its control ({c.control}) passes too, error {c.control_error:.3g}"
+
+
+def test_check_states():
+    with pytest.raises(ValueError, match="finite and positive"):
+        Check("x", 1.0, 1.0, math.inf)
+    with pytest.raises(ValueError, match="finite and positive"):
+        Check("x", 1.0, 1.0, 0.0)
+    c = Check.not_evaluated("x", "one repeat: no standard error")
+    assert not c.passed and c.status == "not evaluated" and c.control_rejected is None
+    assert _strict(json.dumps(c.as_dict(), allow_nan=False))["reason"] == "one repeat: no standard error"
+    ok = Check("x", 1.0, 1.05, 0.1, "5 SE", control="frozen", control_simulation=1.5)
+    assert ok.passed and ok.control_rejected and Check.from_dict(ok.as_dict()) == ok
+    weak = Check("x", 1.0, 1.05, 0.1, "5 SE", control="frozen", control_simulation=1.08)
+    assert weak.passed and weak.control_rejected is False
