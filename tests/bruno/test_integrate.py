@@ -129,3 +129,15 @@ def test_kernel_methods_agree(key):
     runs = [simulate(x0, _random_model(key, 20.0, kernel_method=m, block_q=64, block_k=100), [0.5], 0.05)[0][-1]
             for m in ("auto", "shift", "online")]
     assert max(np.max(np.abs(r - runs[0])) for r in runs[1:]) < 1e-11
+
+
+@pytest.mark.parametrize("scheme", ["euler", "rk4"])
+def test_float32_tokens(key, scheme):
+    """float32 tokens stay float32 through the loop (the step size used to enter the loop carry as a float64 and
+    fail with a TypeError), and follow the float64 run to float32 precision."""
+    x0 = initial.uniform_sphere(key, 100, 3)
+    model = _random_model(key, 5.0)
+    xs32, _, steps = simulate(np.asarray(x0, dtype=np.float32), model, [0.1, 0.25], 0.01, scheme=scheme)
+    xs64, _, _ = simulate(x0, model, [0.1, 0.25], 0.01, scheme=scheme)
+    assert xs32.dtype == np.float32 and steps[-1] == 25
+    assert np.max(np.abs(xs32 - xs64)) < 1e-4

@@ -47,7 +47,16 @@ def test_symmetric_sums_match_direct_sum(key, d, n):
 
 @pytest.mark.parametrize("normalization", ["sa", "usa"])
 @pytest.mark.parametrize("beta", [1.0, 30.0, 200.0])
-def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization):
+def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization, monkeypatch):
+    calls = []
+    kernel = native.symmetric_sums
+
+    def counted(*args):
+        calls.append(1)
+        return kernel(*args)
+
+    monkeypatch.setattr(native, "symmetric_sums", counted)
+    jax.clear_caches()  # a program compiled before would call the kernel it was traced with, not the counted one
     x = uniform_sphere(key, 777, 3)
     S = _spd(jax.random.fold_in(key, 2), 3, spread=0.5)
     V = jax.random.normal(jax.random.fold_in(key, 3), (3, 3))
@@ -57,8 +66,13 @@ def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization):
     if normalization == "usa" and beta > 50:
         pytest.skip("the USA output itself overflows float32 at beta = 200 (as the model does)")
     a = attention(x, eye, S, V, beta, normalization=normalization, dtype=jnp.float32)
+    a.block_until_ready()
+    assert calls, "method='auto' in float32 did not call the C kernel"
+    n_auto = len(calls)
     b = attention_dense(x, eye, S, V, beta, normalization=normalization)
     xla = attention(x, eye, S, V, beta, normalization=normalization, dtype=jnp.float32, method="jax")
+    xla.block_until_ready()
+    assert len(calls) == n_auto  # method='jax' does not call it
     assert bool(jnp.all(jnp.isfinite(a)))
     assert _rel(a, b) < TOL32 * max(1.0, beta / 30)
     assert _rel(a, xla) < TOL32 * max(1.0, beta / 30)

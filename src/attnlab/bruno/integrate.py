@@ -162,7 +162,9 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
     for k, (t, h) in enumerate(zip(times, dts)):
         span = t - t_prev
         n = int(np.ceil(span / h - 1e-9))
-        h_eff = span / n  # equal steps that land exactly on t (h_eff <= h)
+        # equal steps that land exactly on t (h_eff <= h), in the tokens' dtype: a float64 step would promote
+        # float32 tokens inside the loop, whose carry must keep its dtype
+        h_eff = jnp.asarray(span / n, dtype=x.dtype)
         x = _advance(x, n, h_eff, *mats, static, scheme)
         snaps.append(x)
         obs.append(observe(x) if observe else None)
