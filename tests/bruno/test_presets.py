@@ -53,3 +53,15 @@ def test_adaptive_integrator_option():
     assert metrics["energy_monotone_fraction"] == 1.0
     with pytest.raises(AttnlabError):
         _cfg("bruno-three-phases", integrator="rk45")
+
+
+def test_alignment_check_rejects_frozen_tokens_and_half_the_time():
+    """The quick alignment check's tolerance is below the error of tokens that never move and of the closed form
+    at half the time, so either mistake fails the check (a tolerance of 0.257 rad used to accept both)."""
+    import attnlab
+
+    r = attnlab.run("bruno-alignment", quick=True)
+    for c, row in zip(r.checks, ("a", "b")):
+        assert c.passed
+        assert c.tolerance < r.metrics[f"alignment_error_half_time_row_{row}"]
+        assert c.tolerance < r.metrics[f"alignment_error_frozen_row_{row}"]

@@ -212,8 +212,9 @@ def _reference_check(key, cfg: SakaiConfig, H: int, d: int | None, exact, max_he
               head_width=d, n_samples=cfg.n_reference)
     ref = np.asarray(sample_reference_first(key, max_heads=max_heads, method=_method(impl["reference"]), **kw))
     ex = np.asarray(exact)
-    ks = _ks_w1_rows(ref[None], ex[None], impl["distances"])[0, 0]
-    return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3),
+    ks, ks_control = _ks_w1_rows(np.stack([ref, ref]), np.stack([ex, ex / math.sqrt(cfg.reference_width)]),
+                                 impl["distances"])[:, 0]
+    return {"ks": float(ks), "crit": dist.ks_critical(ref.size, ex.size, 1e-3), "ks_control": float(ks_control),
             "m2_ref": float(np.mean(ref**2)), "m2_ref_se": float(np.std(ref**2, ddof=1) / math.sqrt(ref.size)),
             "m2_exact": float(np.mean(ex**2)), "m2_exact_se": float(np.std(ex**2, ddof=1) / math.sqrt(ex.size))}
 
@@ -255,6 +256,10 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
         refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], ref_heads(H), impl))
         tick(2 * i + 2)
     theory = {H: limit_moments(cfg.n_tokens, cfg.input_activation, H) for H in heads}
+    # negative controls: the limit law of the other input activation, and of a wrong head count
+    other = "relu" if cfg.input_activation == "clip" else "clip"
+    wrong_act = {H: limit_moments(cfg.n_tokens, other, H) for H in heads}
+    wrong_heads = {H: limit_moments(cfg.n_tokens, cfg.input_activation, 1 if H > 1 else 4) for H in heads}
     gauss = {H: math.sqrt(theory[H]["second_moment"]) * np.asarray(jax.random.normal(jax.random.fold_in(k_gauss, H),
                                                                                       (S, N))) for H in heads}
     C = len(configs)
@@ -335,6 +340,11 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
         "rb_kl_gauss": (hd, rb_kl_gauss, {"units": "nat", "long_name": "KL(limit || N(0, E v)), RB density"}),
         "theory_second_moment": (hd, [theory[H]["second_moment"] for H in heads], {"units": "1"}),
         "theory_excess_kurtosis": (hd, [theory[H]["excess_kurtosis"] for H in heads], {"units": "1"}),
+        "control_second_moment": (hd, [wrong_act[H]["second_moment"] for H in heads],
+                                  {"units": "1", "long_name": f"limit E y^2 with {other} inputs (negative control)"}),
+        "control_excess_kurtosis": (hd, [wrong_heads[H]["excess_kurtosis"] for H in heads],
+                                    {"units": "1", "long_name": "limit excess kurtosis with H = 1 (H = 4 for H = 1): "
+                                                                "negative control"}),
     }
     for key_, _ in mom_fin[0].items():
         data[f"finite_{key_}"] = (cd, [m[key_] for m in mom_fin], {"units": "1"})
@@ -343,8 +353,12 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
         data[f"reference_{key_}"] = (hd, [r[key_] for r in refs], {"units": "1"})
     attrs = {"paper": CITATION, "experiment": cfg.experiment, "activation": cfg.input_activation,
              "reference_width": cfg.reference_width, "n_reference": cfg.n_reference}
-    return xr.Dataset(data, coords={"config": np.arange(C), "heads": heads, "seed": np.arange(S),
-                                    "x": plot_grid, "bound": ["lo", "hi"]}, attrs=attrs)
+    coords = {"config": ("config", np.arange(C), {"units": "1", "long_name": "(width, head width, heads) index"}),
+              "heads": ("heads", heads, {"units": "1", "long_name": "number of heads H"}),
+              "seed": ("seed", np.arange(S), {"units": "1"}),
+              "x": ("x", plot_grid, {"units": "1", "long_name": "Y[0,0]"}),
+              "bound": ("bound", ["lo", "hi"], {"units": "1"})}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
@@ -357,17 +371,19 @@ def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
                                                                 n_tokens=cfg.n_tokens, activation=cfg.input_activation,
                                                                 n_samples=max(N, n_ex_ref),
                                                                 method=_method(implementations(cfg)["sampler"])))
-    e_sqrt = g_sqrt[1, :n_ex_ref]
+    e_sqrt, e_lin = g_sqrt[1, :n_ex_ref], g_lin[1, :n_ex_ref]
     g_sqrt, g_lin = g_sqrt[0, :N], g_lin[0, :N]
     r_sqrt, _ = sample_reference_scores(k_ref, n=cfg.reference_width, n_tokens=cfg.n_tokens,
                                         activation=cfg.input_activation, n_samples=cfg.n_reference)
     ks, _ = dist.ks_w1(jnp.asarray(r_sqrt), jnp.asarray(e_sqrt))
+    ks_control, _ = dist.ks_w1(jnp.asarray(r_sqrt), jnp.asarray(e_lin))  # the exact sampler at 1/n scaling
     if progress is not None:
         progress(1, 1)
     return xr.Dataset(
         {"g_sqrt": (("sample",), g_sqrt, {"units": "1", "long_name": "(QK^T)_00 / sqrt(n)"}),
          "g_lin": (("sample",), g_lin, {"units": "1", "long_name": "(QK^T)_00 / n"}),
          "reference_ks": ((), float(ks), {"units": "1"}),
+         "reference_ks_control": ((), float(ks_control), {"units": "1", "long_name": "KS to the 1/n-scaled score"}),
          "reference_crit": ((), dist.ks_critical(cfg.n_reference, 5 * cfg.n_reference, 1e-3), {"units": "1"})},
         attrs={"paper": CITATION, "experiment": "scores", "width": n, "activation": cfg.input_activation,
                "reference_width": cfg.reference_width})
@@ -385,12 +401,15 @@ def _summarize_scores(ds, cfg):
                "score_variance_theory": exact_var, "score_sd_lin_leading_order": 1 / math.sqrt(n),
                "reference_ks": float(ds.reference_ks)}
     checks = [Check("brute-force vs exact score sampler (two-sample KS, level 0.001)", 0.0, float(ds.reference_ks),
-                    float(ds.reference_crit), basis=f"KS critical value, n = {ds.attrs['reference_width']}")]
+                    float(ds.reference_crit), basis=f"KS critical value, n = {ds.attrs['reference_width']}",
+                    control="the exact sampler's score at 1/n scaling", control_simulation=float(ds.reference_ks_control))]
     if cfg.input_activation == "clip":
         checks += [Check("Var G_00 = (1 + 2/n)^2 (1/sqrt(n) scaling)", exact_var, float(var), 5 * float(var_se),
-                         basis=f"5 SE, {N} samples"),
+                         basis=f"5 SE, {N} samples", control="the score at 1/n scaling",
+                         control_simulation=float(np.mean(gl**2))),
                    Check("sd of G_00/sqrt(n) = (1 + 2/n)/sqrt(n) (1/n scaling)", (1 + 2 / n) / math.sqrt(n), sd_lin,
-                         5 * sd_lin_se, basis=f"5 SE (delta method), {N} samples")]
+                         5 * sd_lin_se, basis=f"5 SE (delta method), {N} samples",
+                         control="the score at 1/sqrt(n) scaling", control_simulation=float(np.std(g)))]
     return metrics, checks
 
 
@@ -417,13 +436,19 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
             metrics[f"excess_kurtosis_spec_H{H}"] = SPEC_KURTOSIS[(act, H)]
         checks.append(Check(f"limit E y^2 (H={H}): Monte Carlo vs quadrature", float(L.theory_second_moment),
                             float(L.limit_second_moment_rb), 5 * float(L.limit_second_moment_rb_se),
-                            basis="5 SE of the Rao-Blackwellised mean of v"))
+                            basis="5 SE of the Rao-Blackwellised mean of v",
+                            control=f"the limit constant of {'relu' if act == 'clip' else 'clip'} inputs",
+                            control_theory=float(L.control_second_moment)))
         checks.append(Check(f"limit excess kurtosis (H={H}): Monte Carlo vs quadrature",
                             float(L.theory_excess_kurtosis), float(L.limit_excess_kurtosis_rb),
-                            5 * float(L.limit_excess_kurtosis_rb_se), basis="5 SE (delta method on E v, E v^2)"))
+                            5 * float(L.limit_excess_kurtosis_rb_se), basis="5 SE (delta method on E v, E v^2)",
+                            control=f"the limit law with H = {1 if H > 1 else 4}",
+                            control_theory=float(L.control_excess_kurtosis)))
         checks.append(Check(f"brute-force vs exact sampler, n = {ds.attrs['reference_width']}, H = {H} "
                             "(two-sample KS, level 0.001)", 0.0, float(L.reference_ks), float(L.reference_crit),
-                            basis=f"asymptotic KS critical value, {ds.attrs['n_reference']} brute-force networks"))
+                            basis=f"asymptotic KS critical value, {ds.attrs['n_reference']} brute-force networks",
+                            control="the exact sampler at 1/n scaling (y / sqrt(n))",
+                            control_simulation=float(L.reference_ks_control)))
     for c in range(ds.sizes["config"]):
         F = ds.isel(config=c)
         n, d, H = int(F.width), int(F.head_width), int(F.config_heads)
@@ -453,21 +478,44 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
         checks.append(Check(f"finite-width E y^2 at n = {n} vs the limit constant", float(ds.theory_second_moment[h]),
                             float(F.finite_second_moment),
                             5 * float(F.finite_second_moment_se) + BIAS_PER_WIDTH / n,
-                            basis="5 SE + O(1/n) bias bound 1/n (spec 0.3918 +- 0.0001; quadrature 0.39197)"))
+                            basis="5 SE + O(1/n) bias bound 1/n (quadrature 0.39197)",
+                            control="the limit constant of relu inputs",
+                            control_theory=float(ds.control_second_moment[h])))
     for H in heads:
         sub = ds.where(ds.config_heads == H, drop=True)
         metrics[f"excess_kurtosis_H{H}"] = float(sub.finite_excess_kurtosis.values[-1])
     return metrics, checks
 
 
+def finding(metrics: dict, cfg: SakaiConfig) -> str:
+    """The run's result in one line: the distance to the limit law along the width (or the heads), or the scores'
+    two scalings."""
+    if cfg.experiment == "scores":
+        return (f"G_00/sqrt(n) keeps variance {metrics['score_variance']:.3f} (theory "
+                f"{metrics['score_variance_theory']:.3f}) while G_00/n collapses to sd {metrics['score_sd_lin']:.4f}")
+    tags = [f"n{n}_H{H}" + (f"_nH{d}" if d != n else "") for n, d, H in cfg.configs()]
+    ks = [metrics[f"ks_pooled_{tag}"] for tag in tags]
+    heads = sorted({H for _, _, H in cfg.configs()})
+    null = metrics[f"ks_pooled_null_H{heads[0]}"]
+    if cfg.experiment == "vary_heads":
+        kurt = [metrics[f"excess_kurtosis_limit_H{H}"] for H in heads]
+        return (f"limit excess kurtosis {kurt[0]:.3f} at H = {heads[0]} down to {kurt[-1]:.4f} at H = {heads[-1]}; "
+                f"pooled KS to the limit {ks[0]:.4f} to {ks[-1]:.4f} (null floor {null:.4f})")
+    what = "H" if cfg.experiment == "low_rank" else "n"
+    first, last = cfg.configs()[0], cfg.configs()[-1]
+    v0, v1 = (first[2], last[2]) if what == "H" else (first[0], last[0])
+    return (f"pooled KS of the finite-width law to the limit falls from {ks[0]:.4f} at {what} = {v0} to {ks[-1]:.4f} "
+            f"at {what} = {v1} (null floor {null:.4f}); limit E y^2 {metrics['second_moment_limit_quadrature']:.5f}")
+
+
 def _preset(name, figure, description, defaults, quick):
     return register(Preset(name=name, paper="sakai", citation=CITATION, figure=figure, description=description,
-                           implementations=implementations,
+                           implementations=implementations, finding=finding,
                            config_cls=SakaiConfig, run=run, summarize=summarize, plot=plot,
                            defaults=defaults, quick=quick))
 
 
-_QUICK = {"n_samples": 5000, "n_seeds": 2, "n_reference": 400, "n_boot": 50}
+_QUICK = {"n_samples": 40_000, "n_seeds": 2, "n_reference": 400, "n_boot": 50}
 _preset("sakai-vary-width", "Fig. 1a, 1b",
         "H = 2, n in {16, 64, 256, 1024}: finite-width densities approach the non-Gaussian limit; KL, KS, W1 with floors.",
         {"experiment": "vary_width"}, _QUICK)
