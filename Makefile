@@ -1,13 +1,14 @@
 # attnlab: two commands do all the set-up on a fresh machine.
 #   make demo   create .venv, install attnlab, run every preset at quick size into results/, print the checks table
 #   make test   create .venv if needed, install the test extras, run the test suite
+#   make docs   build the documentation site into site/ (MkDocs, --strict)
 #   make test-fast   the inner loop: the suite without the command-line/sweep integration tests and slow tests
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast docs lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,13 @@ test: $(VENV)/.installed-test
 
 test-fast: $(VENV)/.installed-test
 	$(PY) tools/run_tests.py -q -n 2 --dist loadfile -m "not slow" --ignore=tests/app --durations=10
+
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PIP) install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench tools
