@@ -40,6 +40,11 @@ def _open(out):
         (["--grid", "lambda0"], "malformed --grid"),
         (["--grid", "d=ten,twenty"], "'d'"),
         (["--grid", "lambda0=0.1,-1"], "'lambda0'"),
+        (["--grid", "step_size=1e-3,,2e-3"], "empty item"),
+        (["--grid", "step_size=1e-3,"], "empty item"),
+        (["--grid", "n_steps=400,true"], "'n_steps'"),
+        (["--grid", "step_size=1e-3,inf"], "'step_size'"),
+        (["--plot", "not a metric"], "unknown metric"),
     ],
 )
 def test_bad_grids_exit_2_and_write_nothing(tmp_path, monkeypatch, capsys, grid, fragment):

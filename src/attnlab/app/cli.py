@@ -34,6 +34,10 @@ try:  # recent Typer vendors click as typer._click; older releases depend on cli
 except ImportError:  # pragma: no cover
     from click.exceptions import ClickException
 
+MAX_SEED = 2**63 - 1  # jax.random.key takes a signed 64-bit integer (attnlab.app.store.MAX_SEED)
+MAX_SEEDS = 100_000
+MAX_WORKERS = 1024
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Simulate attention models exactly as theory defines them, and check theory against simulation.")
 # Wide tables when the output is a file or a pipe (Rich assumes 80 columns there).
@@ -80,6 +84,8 @@ def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root:
     from attnlab.app.report import implementation_text
     from attnlab.app.store import run_preset
 
+    global _computed_here
+    _computed_here = True
     with _progress(f"{preset.name}") as update:
         res = run_preset(preset, config, seed, quick=quick, out_dir=out_dir, results_root=root, force=force,
                          progress=update, figures=figures)
@@ -110,13 +116,18 @@ def run(
     preset: Annotated[str, typer.Argument(help="preset name (see 'attnlab list')")],
     quick: Annotated[bool, typer.Option("--quick", help="quick size (seconds)")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="run directory (default results/PRESET/HASH)")] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="root PRNG seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="root PRNG seed")] = 0,
     sets: Annotated[list[str] | None, typer.Option("--set", help="override a config field: key=value")] = None,
     force: Annotated[bool, typer.Option("--force", help="rerun even if a finished identical run exists")] = False,
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write the figures")] = True,
 ):
     """Run one preset and write config.json, data.zarr, summary.json and figures."""
+    from attnlab.app.store import preflight
+
     p, config = _resolve(preset, quick, sets)
+    # everything that can be checked before the run (output directory, memory) is, so that a bad --out or an
+    # oversized config fails in a second with one line instead of after the simulation
+    preflight(p, config, seed, out_dir, force)
     res = _run_one(p, config, seed, quick, out_dir, Path("results"), force, figures)
     out.print(_checks_table({p.name: res}))
     if not all(c["passed"] for c in res.summary.get("checks", [])):
@@ -125,33 +136,57 @@ def run(
 
 @contextmanager
 def _sweep_display(total: int, label: str):
-    """Live display of a sweep: done, running, failed, elapsed and ETA."""
+    """Live display of a sweep: done, running (the tasks on a worker now), failed, elapsed and ETA. When stderr is
+    not a terminal (a log file, a pipe, a batch job), one plain line per finished task instead."""
+    if not err.is_terminal:
+        import time
+
+        t0 = time.monotonic()
+
+        def line(counts, outcome=None):
+            if outcome is None:
+                return
+            what = outcome.status if outcome.status != "failed" else f"FAILED ({outcome.error})"
+            err.print(f"{label}: [{counts['done']}/{counts['total']}] {outcome.task.label} {what}; "
+                      f"running {counts['running']}, failed {counts['failed']}, "
+                      f"{time.monotonic() - t0:.0f} s elapsed", markup=False, highlight=False, soft_wrap=True)
+
+        yield line
+        return
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("running {task.fields[running]}  failed {task.fields[failed]}  reused {task.fields[reused]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=err) as bar:
-        task = bar.add_task(label, total=total, running=total, failed=0, reused=0)
+        task = bar.add_task(label, total=total, running=0, failed=0, reused=0)
 
-        def update(counts):
+        def update(counts, outcome=None):
             bar.update(task, completed=counts["done"], running=counts["running"], failed=counts["failed"],
                        reused=counts["reused"])
 
         yield update
 
 
-def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str):
+def _check_folder(folder: Path) -> None:
+    """An output folder of ``reproduce`` or ``sweep`` must be a directory or not exist yet (checked before anything
+    runs); nothing is written."""
+    if str(folder) == "":
+        raise AttnlabError("empty --out: name a directory")
+    for path in (folder, *folder.parents):
+        if path.exists() and not path.is_dir():
+            raise AttnlabError(f"cannot write to output directory {folder}: {path} exists and is not a directory")
+
+
+def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str, check_first=None):
     from attnlab.app import sweep as engine
 
     engine.clean_stale_temporaries(root)
-    client = engine.make_client(scheduler, workers)
+    with engine.quiet_workers():
+        client = engine.make_client(scheduler, workers)
     try:
         with _sweep_display(len(tasks), label) as update:
-            return engine.run_tasks(client, tasks, root, update)
+            return engine.run_tasks(client, tasks, root, update, check_first=check_first)
     finally:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None and not scheduler:
-            cluster.close()
+        engine.close_client(client, own_cluster=not scheduler)
 
 
 @app.command()
@@ -159,12 +194,13 @@ def reproduce(
     papers: Annotated[list[str] | None, typer.Argument(help="papers to reproduce (default: all)")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="quick size")] = False,
     out_dir: Annotated[Path, typer.Option("--out", help="output folder")] = Path("results"),
-    seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="root PRNG seed")] = 0,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="local worker processes")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
 ):
     """Run every preset (of the named papers) on Dask, then write report.md and report.html."""
     from attnlab.app.report import write_report
+    from attnlab.app.resources import check_memory
     from attnlab.app.store import RunResult
     from attnlab.app.sweep import Task
     from attnlab.registry import all_presets
@@ -175,8 +211,10 @@ def reproduce(
         if paper not in known:
             raise AttnlabError(f"unknown paper {paper!r} (known: {', '.join(known)})")
     chosen = [p for p in presets.values() if not papers or p.paper in papers]
+    _check_folder(out_dir)
     for p in chosen:  # validate every config before anything runs
-        _resolve(p.name, quick, None)
+        _, config = _resolve(p.name, quick, None)
+        check_memory(p, config)
     tasks = [Task(p.name, (), seed, quick) for p in chosen]
     outcomes = _engine(tasks, out_dir, scheduler, workers, "reproduce")
     results, failed = {}, []
@@ -202,10 +240,10 @@ def reproduce(
 def sweep(
     preset: Annotated[str, typer.Argument(help="preset name")],
     grids: Annotated[list[str] | None, typer.Option("--grid", help="key=v1,v2,... (repeatable)")] = None,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="seeds 0..K-1 per grid point")] = 1,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, max=MAX_SEEDS, help="seeds 0..K-1 per grid point")] = 1,
     quick: Annotated[bool, typer.Option("--quick", help="start from the quick size")] = False,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, help="local worker processes")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="sweep folder (default results/sweeps/PRESET-HASH)")] = None,
     plot_metrics: Annotated[list[str] | None, typer.Option("--plot", help="draw METRIC against the swept fields")] = None,
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write each run's figures")] = True,
@@ -216,14 +254,20 @@ def sweep(
 
     p = get_preset(preset)
     grid = engine.parse_grid(grids)
+    for metric in plot_metrics or []:
+        engine.check_metric_name(metric)
     seed_list = list(range(seeds))
     tasks = engine.expand_grid(p, grid, seed_list, quick, figures)
     out_dir = out_dir or Path("results") / "sweeps" / engine.sweep_dir_name(p.name, grid, seed_list, quick)
+    _check_folder(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise AttnlabError(f"cannot write to output directory {out_dir}: {e.strerror or e}") from None
-    outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}")
+    # an unknown --plot metric is rejected as soon as the first task finishes (the metric names come from the
+    # preset's summary), and the tasks not yet started are cancelled
+    outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}",
+                       check_first=(lambda o: engine.check_metrics(o, plot_metrics)) if plot_metrics else None)
     ds = engine.collect(outcomes, grid, seed_list)
     path = engine.write_sweep(ds, out_dir, {"preset": p.name, "grid": grid, "seeds": seed_list, "quick": quick})
     for metric in plot_metrics or []:
@@ -236,6 +280,15 @@ def sweep(
               f"({sum(o.status == 'reused' for o in outcomes)} reused); {path}")
     if n_failed:
         raise typer.Exit(1)
+
+
+_computed_here = False
+"""Whether this process ran a simulation itself (``run``), as opposed to driving Dask workers (``reproduce``,
+``sweep``): only then may compiled programs still be running on XLA's threads at exit (see :func:`_exit`)."""
+
+
+def _one_line(message) -> str:
+    return " ".join(str(message).split())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,12 +308,12 @@ def main(argv: list[str] | None = None) -> int:
             rv = command.main(args=argv, prog_name="attnlab", standalone_mode=False)
             interrupt.check()
     except AttnlabError as e:
-        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
-        return 2
+        err.print(f"error: {_one_line(e)}", markup=False, highlight=False, soft_wrap=True)
+        return getattr(e, "exit_code", 2)
     except typer.Exit as e:
         return e.exit_code
     except ClickException as e:
-        err.print(f"error: {e.format_message()}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {_one_line(e.format_message())}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted", markup=False)
@@ -272,8 +325,10 @@ def _exit(rc: int) -> None:
     """Exit the process with status ``rc``. After Ctrl-C, skip the interpreter's finalisation: a compiled program
     dispatched asynchronously may still be running on XLA's threads, and tearing down the interpreter under it
     crashed the process with SIGSEGV (exit -11 instead of 130) in about one interrupt in three on a loaded machine.
-    By the time :func:`main` returns, its context managers have already removed the temporary directory."""
-    if rc == 130:
+    By the time :func:`main` returns, its context managers have already removed the temporary directory. A sweep's
+    driver computed nothing itself and exits normally, so that multiprocessing cleans up its semaphores (a hard exit
+    there made the resource tracker warn about leaked semaphores)."""
+    if rc == 130 and _computed_here:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -24,6 +24,15 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def _cell(x) -> str:
+    """``x`` as the text of one markdown table cell: on one line, with ``|`` escaped (a bare one splits the row)."""
+    return " ".join(_fmt(x).split()).replace("|", "\\|")
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(_cell(x) for x in cells) + " |"
+
+
 def check_rows(results: dict[str, RunResult]) -> list[tuple]:
     """``(preset, check, theory, simulation, abs_error, tolerance, passed)`` for every check of every run."""
     rows = []
@@ -51,7 +60,7 @@ def _markdown(out_dir: Path, results, presets, failed) -> str:
     lines = ["# attnlab reproduction report", "",
              f"{n_pass} of {len(rows)} checks passed; {len(failed)} presets failed.", "",
              "| preset | check | theory | simulation | abs error | tolerance | passed |", "|---|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(_fmt(x) for x in r) + " |" for r in rows]
+    lines += [_row(r) for r in rows]
     for paper, names in _by_paper(results, presets, failed).items():
         lines += ["", f"# {paper}"]
         for name in names:
@@ -72,9 +81,9 @@ def _markdown(out_dir: Path, results, presets, failed) -> str:
             lines += ["", "| check | theory | simulation | abs error | tolerance | passed | basis |",
                       "|---|---|---|---|---|---|---|"]
             for c in s.get("checks", []):
-                lines.append("| " + " | ".join(_fmt(c[k]) for k in _CHECK_KEYS) + f" | {c.get('basis', '')} |")
+                lines.append(_row([*(c[k] for k in _CHECK_KEYS), c.get("basis", "")]))
             lines += ["", "| metric | value |", "|---|---|"]
-            lines += [f"| {k} | {_fmt(v)} |" for k, v in s.get("metrics", {}).items()]
+            lines += [_row((k, v)) for k, v in s.get("metrics", {}).items()]
     return "\n".join(lines) + "\n"
 
 

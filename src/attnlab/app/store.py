@@ -4,11 +4,20 @@ A run directory holds ``config.json`` (resolved config, seed, versions, git comm
 dataset), ``summary.json`` (metrics and checks) and the figures (PNG and PDF). It is assembled in a hidden sibling
 ``.NAME.tmp-XXXX`` and renamed into place only when complete, so an interrupted run never leaves a directory that
 looks finished; a directory at the final path is, by construction, a finished run.
+
+What the user owns is never deleted nor overwritten: a run may replace (``force=True``, or a different config at
+the same ``--out``) only an empty directory or a finished run of attnlab, which the store recognises by its
+``config.json`` with a ``config_hash`` and its ``summary.json``; any other directory is refused, with or without
+``force``. :func:`preflight` checks the target, the seed and the memory a config needs before anything runs, and a
+run whose evaluated checks come out non-finite (NaN or infinite theory or simulation) is not committed
+(:class:`~attnlab.errors.NonFiniteResultError`): its temporary directory, and any parent directory the run created,
+are removed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import shutil
 import subprocess
@@ -23,11 +32,15 @@ import jax
 from attnlab.api import execute, implementations, json_safe
 from attnlab.app import interrupt
 from attnlab.config import ExperimentConfig, config_hash
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.plot import save_figure
 from attnlab.registry import Preset
 
-__all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance"]
+__all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance", "preflight",
+           "is_finished_run", "check_output_dir", "MAX_SEED"]
+
+MAX_SEED = 2**63 - 1
+"""The largest root seed: ``jax.random.key`` takes a signed 64-bit integer."""
 
 _VERSIONED = ("attnlab", "jax", "jaxlib", "numpy", "scipy", "xarray", "zarr", "pydantic", "matplotlib")
 
@@ -77,28 +90,110 @@ def read_data(run_dir: Path):
         return ds.load()
 
 
-def _finished_with_hash(run_dir: Path, digest: str) -> bool:
+def _read_config(run_dir: Path) -> dict | None:
     try:
         cfg = json.loads((run_dir / "config.json").read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def is_finished_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is a finished run of attnlab: ``config.json`` with a ``config_hash``, and ``summary.json``."""
+    run_dir = Path(run_dir)
+    cfg = _read_config(run_dir) if run_dir.is_dir() else None
+    return cfg is not None and isinstance(cfg.get("config_hash"), str) and (run_dir / "summary.json").is_file()
+
+
+def _finished_with_hash(run_dir: Path, digest: str) -> bool:
+    cfg = _read_config(run_dir)
+    return cfg is not None and cfg.get("config_hash") == digest and (run_dir / "summary.json").is_file()
+
+
+def _is_empty_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and not any(path.iterdir())
+    except OSError:
         return False
-    return cfg.get("config_hash") == digest and (run_dir / "summary.json").is_file()
 
 
-def _prepare(run_dir: Path, force: bool) -> Path:
-    """Check the target and create the temporary sibling directory; raise AttnlabError if not writable."""
+def check_output_dir(run_dir: Path, force: bool = False, digest: str | None = None) -> None:
+    """Raise :class:`AttnlabError` (one line) unless a run may be written at ``run_dir``: a path that names a new
+    directory (not the current directory nor one of its parents), where nothing but an empty directory or a finished
+    run of attnlab stands (a finished run of another config only with ``force``). Writes nothing."""
+    run_dir = Path(run_dir)
+    try:
+        resolved = run_dir.resolve()
+        cwd = Path.cwd().resolve()
+    except (OSError, RuntimeError) as e:
+        raise AttnlabError(f"cannot use output directory {str(run_dir)!r}: {e}") from None
+    if str(run_dir) in ("", ".", "..") or resolved == cwd or resolved in cwd.parents or not resolved.name:
+        raise AttnlabError(f"output directory {str(run_dir)!r} is the current directory or one of its parents: "
+                           "name a new directory for the run")
     if run_dir.exists() and not run_dir.is_dir():
         raise AttnlabError(f"output path exists and is not a directory: {run_dir}")
-    if run_dir.is_dir() and any(run_dir.iterdir()) and not force and not (run_dir / "summary.json").is_file():
-        raise AttnlabError(f"output directory is not empty and holds no finished run: {run_dir} (use --force)")
+    for parent in run_dir.parents:
+        if parent.exists() and not parent.is_dir():
+            raise AttnlabError(f"cannot write to output directory {run_dir}: {parent} is not a directory")
+    if not run_dir.is_dir() or _is_empty_dir(run_dir):
+        return
+    if not is_finished_run(run_dir):
+        raise AttnlabError(f"output directory {run_dir} is not empty and is not a finished attnlab run: "
+                           "it is left untouched; choose another --out")
+    if digest is not None and not force and not _finished_with_hash(run_dir, digest):
+        raise AttnlabError(f"{run_dir} holds a finished run of a different config (use --force to replace it)")
+
+
+def preflight(preset: Preset, config: ExperimentConfig, seed: int, run_dir: Path | None = None,
+              force: bool = False, digest: str | None = None) -> None:
+    """Every check that can fail before a run starts, writing nothing: the seed's range, the output directory
+    (:func:`check_output_dir`), and the memory the config needs (:func:`attnlab.app.resources.check_memory`)."""
+    from attnlab.app.resources import check_memory
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise AttnlabError(f"invalid seed {seed!r}: must be an integer in 0..{MAX_SEED}")
+    if run_dir is not None:
+        if digest is None:
+            digest = config_hash(preset.name, config, seed, implementations(preset, config))
+        check_output_dir(run_dir, force, digest)
+    check_memory(preset, config)
+
+
+def _non_finite_check(checks):
+    """The first evaluated check whose theory or simulation is NaN or infinite (None when all are finite)."""
+    for c in checks:
+        if getattr(c, "evaluated", True):
+            try:
+                finite = math.isfinite(float(c.theory)) and math.isfinite(float(c.simulation))
+            except (TypeError, ValueError):
+                finite = False
+            if not finite:
+                return c
+    return None
+
+
+def _prepare(run_dir: Path, force: bool) -> tuple[Path, list[Path]]:
+    """Check the target and create the temporary sibling directory; raise AttnlabError if not writable. Returns the
+    temporary directory and the parent directories created for it (removed again if the run fails)."""
+    check_output_dir(run_dir, force)
     parent = run_dir.parent
+    created = [p for p in [parent, *parent.parents] if not p.exists()]
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = parent / f".{run_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
     except OSError as err:
+        _remove_empty(created)
         raise AttnlabError(f"cannot write to output directory {run_dir}: {err.strerror or err}") from None
-    return tmp
+    return tmp, created
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    for d in dirs:  # innermost first
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bool, out_dir: Path | None = None,
@@ -111,12 +206,26 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(results_root, preset.name, digest)
     if not force and _finished_with_hash(run_dir, digest):
         return RunResult(run_dir, read_summary(run_dir) or {}, reused=True)
-    if run_dir.is_dir() and (run_dir / "summary.json").is_file() and not force:
-        raise AttnlabError(f"{run_dir} holds a finished run of a different config (use --force to replace it)")
-    tmp = _prepare(run_dir, force)
+    preflight(preset, config, seed, run_dir, force, digest)
+    tmp, created = _prepare(run_dir, force)
     try:
-        outcome = execute(preset, config, seed, progress)
+        try:
+            outcome = execute(preset, config, seed, progress)
+        except ValueError as e:
+            # a summary that builds a Check from non-finite results fails in Check.__post_init__ ("check NAME: the
+            # tolerance must be finite and positive (got nan)"): the same verdict as a non-finite check below
+            text = " ".join(str(e).split())
+            if text.startswith("check ") and "must be finite" in text:
+                raise NonFiniteResultError(f"{preset.name}: the results are not finite ({text.split(';')[0]}); "
+                                           "nothing was written") from None
+            raise
         ds, metrics, checks, elapsed = outcome.data, outcome.metrics, outcome.checks, outcome.elapsed_s
+        bad = _non_finite_check(checks)
+        if bad is not None:
+            name = " ".join(str(bad.name).split())
+            raise NonFiniteResultError(f"{preset.name}: the results are not finite (check {name!r}: theory "
+                                       f"{float(bad.theory):.6g}, simulation {float(bad.simulation):.6g}); "
+                                       "nothing was written")
         # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, opens without warnings.
         ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2)
         written = []
@@ -138,6 +247,7 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
         interrupt.check()  # a Ctrl-C swallowed by a __del__ somewhere still stops the commit
         if run_dir.exists():
+            check_output_dir(run_dir, force=True)  # still empty or a finished run: never the user's files
             trash = run_dir.parent / f".{run_dir.name}.old-{uuid.uuid4().hex[:8]}"
             run_dir.rename(trash)
             tmp.rename(run_dir)
@@ -146,5 +256,6 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
             tmp.rename(run_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(created)
         raise
     return RunResult(run_dir, summary, reused=False)

@@ -15,14 +15,18 @@ The sweep's results are collected into ``sweep.zarr``: one dimension per swept f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import os
 import shutil
+import signal
+import threading
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +37,11 @@ import xarray as xr
 
 from attnlab import runtime
 from attnlab.config import parse_value
-from attnlab.errors import AttnlabError
+from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
 
-__all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "collect", "write_sweep",
-           "sweep_dir_name"]
+__all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "close_client", "collect",
+           "write_sweep", "sweep_dir_name", "check_metric_name", "check_metrics", "quiet_workers"]
 
 
 @dataclass(frozen=True)
@@ -75,9 +79,11 @@ def parse_grid(pairs: list[str] | None) -> dict[str, list[Any]]:
         key = key.strip()
         if not sep or not key:
             raise AttnlabError(f"malformed --grid {pair!r}: expected key=v1,v2,...")
-        items = [v.strip() for v in values.split(",") if v.strip()]
-        if not items:
+        if not values.strip():
             raise AttnlabError(f"empty value list in --grid {pair!r}")
+        items = [v.strip() for v in values.split(",")]
+        if not all(items):
+            raise AttnlabError(f"empty item in --grid {pair!r}: expected key=v1,v2,... with no empty value")
         if key in grid:
             raise AttnlabError(f"--grid {key!r} given twice")
         grid[key] = [parse_value(v) for v in items]
@@ -85,12 +91,16 @@ def parse_grid(pairs: list[str] | None) -> dict[str, list[Any]]:
 
 
 def expand_grid(preset, grid: dict[str, list[Any]], seeds: list[int], quick: bool, figures: bool = True) -> list[Task]:
-    """Every combination of the grid times every seed, each validated now (bad values fail before any run)."""
+    """Every combination of the grid times every seed, each validated now (bad values, and configs that cannot fit
+    in this machine's memory, fail before any run)."""
+    from attnlab.app.resources import check_memory
+
     keys = list(grid)
     tasks = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         overrides = dict(zip(keys, combo))
         config = resolve_config(preset, quick=quick, overrides=overrides)
+        check_memory(preset, config)
         # store the validated (typed) values, so "0.1" and "1e-1" are the same task
         typed = tuple((k, getattr(config, k)) for k in keys)
         tasks.extend(Task(preset.name, typed, seed, quick, figures) for seed in seeds)
@@ -116,6 +126,8 @@ def run_task(task: Task, root: str) -> dict[str, Any]:
         config = resolve_config(preset, quick=task.quick, overrides=dict(task.overrides))
         res = run_preset(preset, config, task.seed, quick=task.quick, results_root=Path(root), figures=task.figures)
         return {"status": "reused" if res.reused else "finished", "run_dir": str(res.run_dir), "summary": res.summary}
+    except NonFiniteResultError as e:  # deterministic: a retry would compute the same non-finite results
+        return {"status": "failed", "error": str(e), "retry": False}
     except Exception as e:  # recorded, retried once by the driver
         return {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
 
@@ -135,45 +147,131 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
     # threading whatever the number of workers (bit-for-bit determinism).
     runtime.add_xla_flags(*runtime.OPTIMISATION_FLAGS, "--xla_cpu_multi_thread_eigen=false",
                           "intra_op_parallelism_threads=1")
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
-                           silence_logs=50)
-    return Client(cluster)
+    # No dashboard: the scheduler's HTTP server (health and metrics routes, started even with
+    # dashboard_address=None) listens on a free port, so Dask's "Port 8787 is already in use" warning never shows.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*already in use.*")
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
+                               scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                               silence_logs=50)
+        return Client(cluster)
 
 
-def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[[dict[str, int]], None] | None = None,
-              task_fn: Callable = run_task) -> list[Outcome]:
-    """Submit every task, retry each failure once, and return the outcomes in task order."""
+@contextlib.contextmanager
+def quiet_workers():
+    """Start worker processes with SIGINT ignored (they inherit the disposition): a Ctrl-C at the terminal reaches
+    the whole process group, and the driver alone should handle it (close the cluster, print one line) instead of
+    every worker printing its KeyboardInterrupt traceback. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def close_client(client, own_cluster: bool = True) -> None:
+    """Close ``client`` (and its LocalCluster when ``own_cluster``) quietly: after a Ctrl-C, the closing workers'
+    and the comms' complaints are not the user's business."""
+    import logging
+
+    cluster = getattr(client, "cluster", None) if own_cluster else None
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not abort the cleanup
+        try:
+            for close in (client.close, getattr(cluster, "close", None)):
+                if close is None:
+                    continue
+                try:
+                    close()
+                except Exception:  # already closing, or the workers are gone
+                    pass
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+
+def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[..., None] | None = None,
+              task_fn: Callable = run_task, check_first: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Submit every task, retry each failure once, and return the outcomes in task order.
+
+    ``on_update(counts, outcome)`` is called once before the first task finishes (``outcome`` None) and after each
+    one; ``counts`` has ``total``, ``done``, ``failed``, ``reused`` and ``running``: the tasks on a worker now (at
+    most the workers' threads, not the tasks still queued). ``check_first(outcome)`` is called with the first task
+    that finishes (not failed): if it raises, the tasks not yet finished are cancelled and the error propagates
+    (e.g. an unknown ``--plot`` metric, known from the first summary). The same happens on Ctrl-C."""
     from distributed import as_completed
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    counts = {"total": len(tasks), "done": 0, "failed": 0, "running": len(tasks), "reused": 0}
+    try:
+        slots = sum(client.nthreads().values()) or 1
+    except Exception:  # a client that cannot say: assume one
+        slots = 1
+    counts = {"total": len(tasks), "done": 0, "failed": 0, "running": min(slots, len(tasks)), "reused": 0}
     futures = {}
     for i, task in enumerate(tasks):
         fut = client.submit(task_fn, task, str(root), key=f"attnlab-{i}-{uuid.uuid4().hex[:6]}", pure=False)
         futures[fut] = (i, 1)
     outcomes: list[Outcome | None] = [None] * len(tasks)
-    pending = as_completed(list(futures))
-    for fut in pending:
-        i, attempt = futures.pop(fut)
-        try:
-            result = fut.result()
-        except Exception as e:  # the worker died, or the task could not be deserialised
-            result = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
-        if result["status"] == "failed" and attempt == 1:
-            retry = client.submit(task_fn, tasks[i], str(root), key=f"attnlab-{i}-{uuid.uuid4().hex[:6]}", pure=False)
-            futures[retry] = (i, 2)
-            pending.add(retry)
-            continue
-        outcomes[i] = Outcome(tasks[i], result["status"], result.get("run_dir"), result.get("summary") or {},
+    if on_update is not None:
+        on_update(dict(counts), None)
+    checked = check_first is None
+    try:
+        pending = as_completed(list(futures))
+        for fut in pending:
+            i, attempt = futures.pop(fut)
+            try:
+                result = fut.result()
+            except Exception as e:  # the worker died, or the task could not be deserialised
+                result = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+            if result["status"] == "failed" and attempt == 1 and result.get("retry", True):
+                retry = client.submit(task_fn, tasks[i], str(root), key=f"attnlab-{i}-{uuid.uuid4().hex[:6]}",
+                                      pure=False)
+                futures[retry] = (i, 2)
+                pending.add(retry)
+                continue
+            outcome = Outcome(tasks[i], result["status"], result.get("run_dir"), result.get("summary") or {},
                               result.get("error"), attempt)
-        counts["done"] += 1
-        counts["running"] -= 1
-        counts["failed"] += result["status"] == "failed"
-        counts["reused"] += result["status"] == "reused"
-        if on_update is not None:
-            on_update(dict(counts))
+            outcomes[i] = outcome
+            if not checked and outcome.status != "failed":
+                checked = True
+                check_first(outcome)
+            counts["done"] += 1
+            counts["failed"] += result["status"] == "failed"
+            counts["reused"] += result["status"] == "reused"
+            counts["running"] = min(slots, len(tasks) - counts["done"])
+            if on_update is not None:
+                on_update(dict(counts), outcome)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.cancel(list(futures))
+        raise
     return [o for o in outcomes if o is not None]
+
+
+def check_metric_name(metric: str) -> None:
+    """Reject, before anything runs, a ``--plot`` name that cannot be a metric (metrics are identifiers)."""
+    if not metric.isidentifier():
+        raise AttnlabError(f"unknown metric {metric!r} for --plot: metric names are identifiers like "
+                           "final_abs_kappa_median")
+
+
+def check_metrics(outcome: Outcome, metrics: list[str] | None) -> None:
+    """Raise if a ``--plot`` metric is not among those of a finished task's summary (every task of a sweep runs the
+    same preset, so the first one to finish tells the names)."""
+    known = [m for m, v in outcome.summary.get("metrics", {}).items() if isinstance(v, (int, float)) or v is None]
+    known += ["checks_passed", "elapsed_s"]
+    for metric in metrics or []:
+        if metric not in known:
+            raise AttnlabError(f"unknown metric {metric!r} for --plot (available: {', '.join(known)})")
 
 
 def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int]) -> xr.Dataset:
@@ -189,7 +287,8 @@ def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int
         coords[k] = values
     coords["seed"] = list(seeds)
     shape = tuple(len(v) for v in coords.values())
-    metric_names = sorted({m for o in outcomes for m in o.summary.get("metrics", {})})
+    # a metric named like a swept field (e.g. n_repeats) is that field's value: the coordinate holds it
+    metric_names = sorted({m for o in outcomes for m in o.summary.get("metrics", {})} - set(coords))
     metrics = {m: np.full(shape, np.nan) for m in metric_names}
     n_passed = np.full(shape, np.nan)
     status = np.full(shape, "missing", dtype=object)
@@ -206,6 +305,8 @@ def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int
             checks = o.summary.get("checks", [])
             n_passed[idx] = sum(c["passed"] for c in checks) if checks else np.nan
             for m, v in o.summary.get("metrics", {}).items():
+                if m not in metrics:
+                    continue
                 metrics[m][idx] = v if isinstance(v, (int, float)) and v is not None else np.nan
     dims = tuple(coords)
     data = {m: (dims, v) for m, v in metrics.items()}
