@@ -61,3 +61,31 @@ def test_sgd_trajectory_matches_the_official_table():
                                       200000: 0.177}, 4, transform=lambda x: x)
     assert all(c.passed for c in checks)
     assert abs(metrics["oracle_risk"] - 0.18207) < 5e-6
+
+
+def _quick(name, **overrides):
+    p = all_presets()[name]
+    cfg = resolve_config(p, quick=True, overrides=overrides)
+    ds = p.run(cfg, jax.random.key(0))
+    return ds, p.summarize(ds, cfg), p.finding
+
+
+def test_sgd_with_one_repeat_leaves_the_held_out_check_not_evaluated():
+    ds, (metrics, checks), _ = _quick("marion-sgd", n_repeats=1, n_steps=2000, log_every=1000, n_mc=1000,
+                                      n_mc_frame=10_000)
+    held_out = [c for c in checks if "held-out" in c.name]
+    assert len(held_out) == 1 and not held_out[0].evaluated and not held_out[0].passed
+    assert "1 repeat" in held_out[0].reason and held_out[0].status == "not evaluated"
+
+
+@pytest.mark.slow
+def test_monte_carlo_check_rejects_the_spurious_point():
+    """The closed form at the oracle-bound final iterate against 10^6 in-frame sequences: within 5 SE, while the
+    spurious point's risk (1.8% above the oracle's at lambda = 0.1) lies beyond them."""
+    ds, (metrics, checks), finding = _quick("marion-manifold", n_repeats=2)
+    mc = next(c for c in checks if "in the frame" in c.name)
+    assert mc.passed and mc.control_rejected and "spurious" in mc.control
+    assert mc.control_theory == pytest.approx(0.11551, abs=1e-5)  # spec A7.1, lambda = 0.1
+    assert all(c.passed and c.control_rejected for c in checks)
+    assert metrics["fraction_reaching_oracle"] == 1.0
+    assert finding(metrics, None).startswith("2/2 runs reach the oracle")

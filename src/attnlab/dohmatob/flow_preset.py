@@ -59,6 +59,18 @@ class FlowConfig(ExperimentConfig):
         return check_links(v)
 
 
+PERTURB = 1e-6
+"""Distance inside the square at which the field check's control evaluates the field (far above the bisection's
+bracket, 1e-12, far below the grid spacing of the root search, 1e-3)."""
+OFF_M = 1e-8  # distance off M of the starts of the invariance check's control (100x its tolerance)
+BISECT_XTOL = 1e-12  # the bracket of flows._bisect
+
+
+def _trivial(p) -> bool:
+    """The field vanishes at ``p`` by algebra: both coordinates are +-1 (the (1 - mu^2), (1 - nu^2) factors)."""
+    return abs(p.mu) == 1.0 and abs(p.nu) == 1.0
+
+
 def _point_key(p):
     mu = "B=0" if p.family.startswith("B=0") else int(round(p.mu))
     return (mu, int(round(p.nu)))
@@ -69,7 +81,7 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     starts = np.array([(a, b) for a in g for b in g])
     ts = np.linspace(0.0, cfg.t_max, cfg.n_times)
     data_traj, pts_rows = [], []
-    inv, failures = [], []
+    inv, inv_control, failures = [], [], []
     for li, link in enumerate(cfg.links):
         m = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link)
         traj, failed2 = _solve_batch(field2, jnp.asarray(starts), ts, m)
@@ -77,12 +89,17 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
         # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|
         y4 = jnp.concatenate([jnp.asarray(starts[:: max(1, len(starts) // 8)]), jnp.zeros((len(starts[:: max(
             1, len(starts) // 8)]), 2))], axis=1)
-        t4, failed4 = _solve_batch(field4, y4, ts, m)
-        inv.append(float(np.max(np.abs(t4[..., 2:]))))
+        # and, as the check's control, from the same points a distance OFF_M off M (one solve for both)
+        t4, failed4 = _solve_batch(field4, jnp.concatenate([y4, y4.at[:, 2:].set(OFF_M)]), ts, m)
+        inv.append(float(np.max(np.abs(t4[: len(y4), :, 2:]))))
+        inv_control.append(float(np.max(np.abs(t4[len(y4):, :, 2:]))))
         failures.append(failed2 + failed4)
         sps = stationary_points_on_M(m)
         y = jnp.array([[p.mu, p.nu] for p in sps])
-        F = np.asarray(jax.jit(jax.vmap(lambda z, m=m: jnp.max(jnp.abs(field2(z, m)))))(y))
+        norm = jax.jit(jax.vmap(lambda z, m=m: jnp.max(jnp.abs(field2(z, m)))))
+        F = np.asarray(norm(y))
+        # the control of the field check: the field a distance PERTURB inside the square from each point
+        Fp = np.asarray(norm(y - PERTURB * jnp.where(y > 0, 1.0, -1.0)))
         R = np.asarray(jax.jit(jax.vmap(lambda z, m=m: mean_field_risk(DohmatobOverlaps.on_M(z[0], z[1]), m)))(y))
         # located points (mu = 1): the mean field's premise holds; compare with the exact model
         o = DohmatobOverlaps.on_M(jnp.array([p.mu for p in sps]), jnp.array([p.nu for p in sps]))
@@ -93,7 +110,7 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
             pts_rows.append((link, p.mu, p.nu, p.kind, expected, p.family, float(np.real(p.eigenvalues[0])),
                              float(np.real(p.eigenvalues[-1])), float(F[i]), float(R[i]),
                              float(mc[i]) if located else np.nan, float(mc_se[i]) if located else np.nan,
-                             p.converged))
+                             p.converged, float(Fp[i]), _trivial(p)))
         if progress is not None:
             progress(li + 1, len(cfg.links))
     cols = list(zip(*pts_rows))
@@ -105,24 +122,38 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
         "nu0": (("start",), starts[:, 1], {"units": "1"}),
         "invariance_max_offM": (("link",), np.array(inv), {"units": "1", "long_name": "max |eta|, |zeta| of the 4-D "
                                                                                       "flow started on M"}),
-        "flow_failures": (("link",), np.array(failures), {"long_name": "failed ODE solves (their rows are NaN)"}),
-        "sp_link": (pd, np.array(cols[0], dtype=object).astype(str), {}),
+        "invariance_max_offM_control": (("link",), np.array(inv_control), {
+            "units": "1", "long_name": f"max |eta|, |zeta| of the 4-D flow started {OFF_M:g} off M"}),
+        "flow_failures": (("link",), np.array(failures), {"units": "1",
+                                                          "long_name": "failed ODE solves (their rows are NaN)"}),
+        "sp_link": (pd, np.array(cols[0], dtype=object).astype(str), {"units": "1"}),
         "sp_mu": (pd, np.array(cols[1]), {"units": "1"}),
         "sp_nu": (pd, np.array(cols[2]), {"units": "1"}),
-        "sp_kind": (pd, np.array(cols[3]).astype(str), {}),
-        "sp_kind_prop10": (pd, np.array(cols[4]).astype(str), {}),
-        "sp_family": (pd, np.array(cols[5]).astype(str), {}),
+        "sp_kind": (pd, np.array(cols[3]).astype(str), {"units": "1"}),
+        "sp_kind_prop10": (pd, np.array(cols[4]).astype(str), {"units": "1"}),
+        "sp_family": (pd, np.array(cols[5]).astype(str), {"units": "1"}),
         "sp_eig_min": (pd, np.array(cols[6]), {"units": "1/time"}),
         "sp_eig_max": (pd, np.array(cols[7]), {"units": "1/time"}),
         "sp_field_norm": (pd, np.array(cols[8]), {"units": "1/time"}),
         "sp_mean_field_risk": (pd, np.array(cols[9]), {"units": "y^2"}),
         "sp_mc_risk": (pd, np.array(cols[10]), {"units": "y^2", "n_samples": cfg.n_mc}),
         "sp_mc_risk_se": (pd, np.array(cols[11]), {"units": "y^2"}),
-        "sp_converged": (pd, np.array(cols[12], dtype=bool), {"long_name": "the root finding for nu converged"}),
+        "sp_converged": (pd, np.array(cols[12], dtype=bool), {"units": "1",
+                                                              "long_name": "the root finding for nu converged"}),
+        "sp_field_norm_perturbed": (pd, np.array(cols[13]), {"units": "1/time", "perturbation": PERTURB,
+                                                             "long_name": "max |F| a distance PERTURB inside"}),
+        "sp_trivial": (pd, np.array(cols[14], dtype=bool), {
+            "units": "1", "long_name": "the field vanishes by algebra: mu, nu in {-1, 1} (the (1 - x^2) factors)"}),
     }
     m0 = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma)
-    return xr.Dataset(data, coords={"link": list(cfg.links), "time": ts, "point": np.arange(len(pts_rows))},
-                      attrs={"paper": CITATION, "transition_mu": m0.transition_mu, "psi": m0.psi})
+    ds = xr.Dataset(data, coords={"link": list(cfg.links), "time": ts, "point": np.arange(len(pts_rows))},
+                    attrs={"paper": CITATION, "transition_mu": m0.transition_mu, "psi": m0.psi})
+    for c, units in (("link", "1"), ("time", "time"), ("point", "1")):
+        ds[c].attrs["units"] = units
+    return ds
+
+
+_REVERSED = {"sink": "source", "source": "sink"}
 
 
 def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
@@ -131,6 +162,7 @@ def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
                                  "stationary_points_unconverged": float((~ds.sp_converged.values).sum())}
     checks = []
     kinds, expected = ds.sp_kind.values, ds.sp_kind_prop10.values
+    reversed_kinds = np.array([_REVERSED.get(k, k) for k in kinds])
     for link in ds.link.values:
         sel = (ds.sp_link.values == link) & (expected != "")
         agree = int(np.sum(kinds[sel] == expected[sel]))
@@ -138,24 +170,57 @@ def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
         metrics[f"prop10_agreement_{link}"] = float(agree)
         metrics[f"prop10_listed_{link}"] = float(sel.sum())
         if link in ("linear", "relu"):  # quadratic: our (-1, 0) is a source, Prop. 10 says saddle (reported)
-            checks.append(Check(f"Prop. 10 classification on M, {link} link (points agreeing)", theory=float(sel.sum()),
-                                simulation=float(agree), tolerance=0.0, basis="exact count"))
-    checks.append(Check("field at the stationary points (max |F|)", theory=0.0,
-                        simulation=float(ds.sp_field_norm.max()), tolerance=1e-10, basis="float64 round-off"))
+            checks.append(Check(
+                f"Prop. 10 classification on M, {link} link (points agreeing)", theory=float(sel.sum()),
+                simulation=float(agree), tolerance=0.5, basis="exact count (integers: half a unit)",
+                control="the classification of the time-reversed flow (Jacobian -J: sinks and sources swapped)",
+                control_simulation=float(np.sum(reversed_kinds[sel] == expected[sel]))))
+    # the field at the located stationary points where it does not vanish by algebra: the dual-kernel critical nu
+    # (bisection) and the B = 0 points (mu* in closed form); bound: |J| x the bisection bracket + round-off
+    nontrivial = ~ds.sp_trivial.values
+    scale = np.maximum(np.abs(ds.sp_eig_min.values), np.abs(ds.sp_eig_max.values))
+    metrics["field_max_at_trivial_points"] = float(ds.sp_field_norm.values[~nontrivial].max()) \
+        if (~nontrivial).any() else float("nan")
+    metrics["n_nontrivial_stationary_points"] = float(nontrivial.sum())
+    name = "field at the stationary points where it does not vanish by algebra (max |F|)"
+    if nontrivial.any():
+        F, Fp = ds.sp_field_norm.values[nontrivial], ds.sp_field_norm_perturbed.values[nontrivial]
+        tol = 2.0 * float(scale[nontrivial].max()) * BISECT_XTOL + 1e-12
+        w = int(np.argmax(F))
+        checks.append(Check(
+            name, theory=0.0, simulation=float(F[w]), tolerance=tol,
+            basis=f"bisection bracket {BISECT_XTOL:g} x 2 max|eigenvalue| + 1e-12 round-off, "
+                  f"{int(nontrivial.sum())} points",
+            control=f"the field a distance {ds.sp_field_norm_perturbed.attrs['perturbation']:g} inside the square "
+                    "from each of these points whose Jacobian is not flat (max |eigenvalue| > 1e-8; smallest)",
+            control_simulation=float(Fp[scale[nontrivial] > 1e-8].min()) if (scale[nontrivial] > 1e-8).any()
+            else None))
+    else:
+        checks.append(Check.not_evaluated(name, "no stationary point off the corners (the linear link has none): "
+                                                "run a nonlinear link", theory=0.0))
     for link in ds.link.values:
         if link in ("linear", "quadratic"):
             checks.append(Check(f"M invariant under the 4-D flow, {link} link (max |eta|, |zeta|)", theory=0.0,
                                 simulation=float(ds.invariance_max_offM.sel(link=link)), tolerance=1e-10,
-                                basis="float64 round-off"))
+                                basis="float64 round-off",
+                                control=f"the 4-D flow started a distance {OFF_M:g} off M (eta = zeta = {OFF_M:g})",
+                                control_simulation=float(ds.invariance_max_offM_control.sel(link=link))))
         metrics[f"invariance_max_offM_{link}"] = float(ds.invariance_max_offM.sel(link=link))
     sel = np.isfinite(ds.sp_mc_risk.values)
     gap = np.abs(ds.sp_mean_field_risk.values - ds.sp_mc_risk.values)[sel]
     se = ds.sp_mc_risk_se.values[sel]
-    w = int(np.argmax(gap / se))
+    w = int(np.flatnonzero(sel)[np.argmax(gap / se)])
+    # control: the mean-field risk of the mirror point (-mu, nu) of the same link (the secret token not located)
+    mirror = np.flatnonzero((ds.sp_link.values == ds.sp_link.values[w]) & (ds.sp_mu.values == -ds.sp_mu.values[w])
+                            & (ds.sp_nu.values == ds.sp_nu.values[w]))
     checks.append(Check("mean-field risk vs Monte Carlo at the stationary points with mu = 1 (worst point)",
-                        theory=float(ds.sp_mean_field_risk.values[sel][w]),
-                        simulation=float(ds.sp_mc_risk.values[sel][w]), tolerance=5 * float(se[w]),
-                        basis=f"5 SE, {int(ds.sp_mc_risk.attrs['n_samples'])} samples"))
+                        theory=float(ds.sp_mean_field_risk.values[w]),
+                        simulation=float(ds.sp_mc_risk.values[w]), tolerance=5 * float(ds.sp_mc_risk_se.values[w]),
+                        basis=f"5 SE, {int(ds.sp_mc_risk.attrs['n_samples'])} samples",
+                        control=f"the mean-field risk at the mirror point (mu, nu) = (-1, {float(ds.sp_nu.values[w]):g}) "
+                                f"of the {ds.sp_link.values[w]} link",
+                        control_theory=float(ds.sp_mean_field_risk.values[mirror[0]]) if mirror.size else None))
+    metrics["mean_field_vs_mc_worst_gap_in_se"] = float(np.max(gap / se))
     return metrics, checks
 
 
@@ -228,7 +293,7 @@ def run_phase(cfg: PhaseConfig, key, progress=None) -> xr.Dataset:
     data = {
         "psi": (("alpha",), psi, {"units": "1"}),
         "gamma_boundary": (("alpha",), gamma_boundary, {"units": "1", "long_name": "sqrt(1 - psi^2)"}),
-        "learnable": (("gamma", "alpha"), learnable, {"long_name": "sqrt(1 - gamma^2) > psi"}),
+        "learnable": (("gamma", "alpha"), learnable, {"units": "1", "long_name": "sqrt(1 - gamma^2) > psi"}),
         "mf_oracle_risk": (("gamma", "alpha"), mf_oracle, {"units": "y^2", "d": cfg.d}),
         "sigma_bar_1": (("gamma",), sb1, {"units": "y^2"}),
         "mc_oracle_risk": (("gamma_mc", "L_mc"), mc, {"units": "y^2", "n_samples": cfg.n_mc, "d": cfg.d_mc}),
@@ -236,10 +301,14 @@ def run_phase(cfg: PhaseConfig, key, progress=None) -> xr.Dataset:
         "mf_oracle_risk_mc_points": (("gamma_mc", "L_mc"), mf_mc, {"units": "y^2"}),
         "alpha_mc": (("L_mc",), alpha_mc, {"units": "1"}),
         "margin_mc": (("gamma_mc", "L_mc"), c_mc[:, None] - psi_mc[None, :], {"units": "1", "long_name": "c - psi"}),
+        "psi_mc": (("L_mc",), psi_mc, {"units": "1", "long_name": "psi at the Monte Carlo points' alpha"}),
         "sigma_bar_1_mc": (("gamma_mc",), sb1_mc, {"units": "y^2"}),
     }
     coords = {"gamma": gammas, "alpha": alphas, "gamma_mc": list(cfg.gammas_mc), "L_mc": list(cfg.L_mc)}
-    return xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "link": cfg.link, "beta": cfg.beta})
+    ds = xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "link": cfg.link, "beta": cfg.beta})
+    for c in coords:
+        ds[c].attrs["units"] = "1"
+    return ds
 
 
 def summarize_phase(ds: xr.Dataset, cfg: PhaseConfig):
@@ -257,14 +326,25 @@ def summarize_phase(ds: xr.Dataset, cfg: PhaseConfig):
         w = np.unravel_index(np.argmax(gap), gap.shape)
         checks.append(Check("oracle risk, mean field vs Monte Carlo, deep in the learnable phase (Prop. 2A, worst point)",
                             theory=float(mf[w]), simulation=float(mc[w]), tolerance=5 * float(se[w]),
-                            basis=f"5 SE, {cfg.n_mc} samples, d = {cfg.d_mc}; c - psi >= 5 gamma / sqrt(d)"))
+                            basis=f"5 SE, {cfg.n_mc} samples, d = {cfg.d_mc}; c - psi >= 5 gamma / sqrt(d); "
+                                  f"worst of {int(deep_in.sum())} points",
+                            control="the mean-field risk at the phase boundary c = psi (p = 1/2: sigma_bar(1) / 4)",
+                            control_theory=float(0.25 * ds.sigma_bar_1_mc.values[w[0]])))
+    else:
+        checks.append(Check.not_evaluated(
+            "oracle risk, mean field vs Monte Carlo, deep in the learnable phase (Prop. 2A, worst point)",
+            "no Monte Carlo point deep in the learnable phase (c - psi >= 5 gamma / sqrt(d))"))
     # phase predicted by c > psi vs the Monte Carlo oracle risk below / above half of sigma_bar_gamma(1)
     half = 0.5 * ds.sigma_bar_1_mc.values[:, None]
     far = deep_in | deep_out
     agree = ((mc < half) == (margin > 0)) & far
+    # control: the prediction with gamma and c = sqrt(1 - gamma^2) swapped (the signal token's mean and spread)
+    swapped = ((mc < half) == (ds.gamma_mc.values[:, None] - ds.psi_mc.values[None, :] > 0)) & far
     checks.append(Check("learnability predicted by c > psi vs Monte Carlo oracle risk < sigma_bar(1)/2 (points far "
-                        "from the boundary)", theory=float(far.sum()), simulation=float(agree.sum()), tolerance=0.0,
-                        basis="exact count"))
+                        "from the boundary)", theory=float(far.sum()), simulation=float(agree.sum()), tolerance=0.5,
+                        basis=f"exact count (integers: half a unit), {int(far.sum())} points",
+                        control="the prediction gamma > psi (gamma and c = sqrt(1 - gamma^2) swapped)",
+                        control_simulation=float(swapped.sum())))
     near = ~far
     if near.any():
         metrics["max_mf_vs_mc_gap_near_boundary"] = float(np.max(np.abs(mc - mf)[near]))

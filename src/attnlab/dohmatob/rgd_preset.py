@@ -252,7 +252,11 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
              "transition_mu": float(rem.psi) / math.sqrt(1 - cfg.gamma**2),
              "excess_risk_definition": "E(f - y)^2 - eps^2", "flow_failures": flow_failures}
     coords = {"link": list(links), "start": list(STARTS), "step": steps, "repeat": np.arange(cfg.n_repeats)}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    for c in coords:
+        ds[c].attrs["units"] = "1"
+    ds.step.attrs["long_name"] = "RGD step"
+    return ds
 
 
 def _located(mu, cfg) -> np.ndarray:
@@ -295,42 +299,67 @@ def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
         float(gap_big[sel].max()) if sel.any() else float("nan"))
 
     checks = []
-    # (1) mean field vs Monte Carlo where its premise holds: located final iterates and the oracle (u*, v*)
+    # (1) mean field vs Monte Carlo where its premise holds: located final iterates and the oracle (u*, v*).
+    # Control: the held-out risk of the final iterate from the other start (same link and repeat), which has not
+    # located the secret token where the checked one has (or the random start's, for an oracle point).
+    links, starts = list(ds.link.values), list(ds.start.values)
+    rnd = starts.index("random")
+    li_, si_, ri_ = np.nonzero(located)
     th = list(mf[located]) + [0.0] * ds.oracle_test_risk.size
     sim = list(mc[located]) + list(ds.oracle_test_risk.values.ravel())
     sse = list(se[located]) + list(ds.oracle_test_risk_se.values.ravel())
+    other = [mc[li, 1 - si if si in (0, 1) else rnd, ri] for li, si, ri in zip(li_, si_, ri_)]
+    other += [mc[li, rnd, ri] for li in range(len(links)) for ri in range(ds.sizes["repeat"])]
     worst = int(np.argmax(np.abs(np.subtract(th, sim)) / np.asarray(sse)))
     checks.append(Check(
         "mean-field risk vs Monte Carlo (held-out, exact model): worst of the located final iterates and the oracle",
         theory=float(th[worst]), simulation=float(sim[worst]), tolerance=5 * float(sse[worst]),
         basis=f"5 SE, {int(ds.test_excess_risk.attrs['n_samples'])} samples; located: c mu - psi >= 5 gamma/sqrt(d) "
-              f"({int(located.sum())} iterates) + {ds.oracle_test_risk.size} oracle points"))
+              f"({int(located.sum())} iterates) + {ds.oracle_test_risk.size} oracle points",
+        control="the held-out risk of the final iterate from the other start (same link and repeat; the random "
+                "start's for an oracle point)",
+        control_simulation=float(other[worst])))
     # (1b) the same final overlaps (those with p > 0.99 at d) in the model at d_check: the d = 100 gap is finite-d
     if sel.any():
         th_b, sim_b = ds.mean_field_risk_d_check.values[sel], ds.mc_risk_d_check.values[sel]
         se_b = ds.mc_risk_d_check_se.values[sel]
+        li_, si_, ri_ = np.nonzero(sel)
         w = int(np.argmax(np.abs(th_b - sim_b) / se_b))
+        other_b = ds.mc_risk_d_check.values[li_[w], 1 - si_[w], ri_[w]]
         checks.append(Check(
             f"mean-field risk vs Monte Carlo at the final overlaps with p > 0.99, model at d = {d_big} (worst)",
             theory=float(th_b[w]), simulation=float(sim_b[w]), tolerance=5 * float(se_b[w]),
             basis=f"5 SE, {int(ds.mc_risk_d_check.attrs['n_samples'])} in-frame samples per point, "
-                  f"{int(sel.sum())} points"))
-    # (2) flow end point vs RGD end point from the same start (linear link, mu0 start): nu
+                  f"{int(sel.sum())} points",
+            control=f"the Monte Carlo risk at d = {d_big} of the final overlaps from the other start (same link "
+                    "and repeat)",
+            control_simulation=float(other_b)))
+    # (2) flow end point vs RGD end point from the same start (linear link, mu0 start): nu, mean over repeats,
+    # 5 SE of the spread of the per-repeat differences (each repeat has its own teacher, data and start)
     if "linear" in ds.link.values:
         x = last.sel(link="linear", start="mu0")
         diff = x.nu.values - x.flow_nu.values
-        stat = cfg.d * (cfg.eps**2 + max(float(x.test_excess_risk.median()), 0.0)) / (2 * cfg.n_train * cfg.gamma**2)
-        checks.append(Check(
-            "final nu: mean-field flow vs RGD from the same mu0 start (linear link, median over repeats)",
-            theory=float(x.flow_nu.median()), simulation=float(x.nu.median()),
-            tolerance=stat + 5 * 1.2533 * float(np.std(diff, ddof=1)) / math.sqrt(diff.size),
-            basis="n-sample fit error d (eps^2 + risk) / (2 n gamma^2) + 5 SE of the median over repeats"))
         metrics["flow_vs_rgd_final_mu_gap_linear_mu0"] = float(x.mu.median() - x.flow_mu.median())
+        metrics["flow_vs_rgd_final_nu_gap_linear_mu0"] = float(diff.mean())
+        mid = ds.sizes["step"] // 2
+        # the n-sample fit error: RGD minimises the empirical risk, whose minimiser sits d (eps^2 + risk) / (2 n gamma^2)
+        # below nu = 1 (measured: 0.0014 at n = 1000, 4 repeats, against this bound 0.0011 + 5 SE 0.0008)
+        fit = cfg.d * (cfg.eps**2 + max(float(x.test_excess_risk.mean()), 0.0)) / (2 * cfg.n_train * cfg.gamma**2)
+        checks.append(Check(
+            "final nu: mean-field flow vs RGD from the same mu0 start (linear link, mean over repeats)",
+            theory=float(x.flow_nu.mean()), simulation=float(x.nu.mean()),
+            tolerance=fit + 5 * float(np.std(diff, ddof=1)) / math.sqrt(diff.size),
+            basis=f"n-sample fit error d (eps^2 + risk) / (2 n gamma^2) = {fit:.2g} + 5 SE of the mean per-repeat "
+                  f"difference ({diff.size} repeats)",
+            control=f"the flow run for half the time (to t = {float(ds.step[mid]) * cfg.step_size:g})",
+            control_theory=float(ds.flow_nu.sel(link="linear", start="mu0").isel(step=mid).mean())))
     # (3) the in-frame held-out estimator vs a fixed R^d test set at the final iterates
     d_ = last.test_excess_risk.values - ds.rd_final_test_risk.values
     se_d = math.sqrt(float(np.sum(last.test_excess_risk_se.values**2 + ds.rd_final_test_risk_se.values**2))) / d_.size
     checks.append(Check(
         "held-out risk: in-frame draw vs R^d test set (final iterates, mean over runs)",
         theory=float(ds.rd_final_test_risk.mean()), simulation=float(last.test_excess_risk.mean()),
-        tolerance=5 * se_d, basis=f"5 SE, {int(ds.rd_final_test_risk.attrs['n_samples'])} R^d samples per run"))
+        tolerance=5 * se_d, basis=f"5 SE, {int(ds.rd_final_test_risk.attrs['n_samples'])} R^d samples per run",
+        control="the in-frame estimate at the initial iterates (step 0) instead of the final ones",
+        control_simulation=float(ds.test_excess_risk.isel(step=0).mean())))
     return metrics, checks

@@ -20,7 +20,7 @@ Three simulators:
   coordinates, only the 2x2 Gram matrix of the two gradient components there, which is Wishart(d - 4, Sigma) given
   the in-frame data. The cost per step does not grow with d.
 
-The lambda schedule is ``lambda_t = lambda0 / (1 + 1e-4 t)`` (the official code's schedule), t the index of the step.
+The lambda schedule is ``lambda_t = lambda0 / (1 + r t)``, r = 1e-4 in the official code, t the index of the step.
 
 Logging convention: unlike the official code (whose logged risk is one step behind the overlaps), every
 logged quantity here is evaluated at the same iterate, with the lambda of the next step to be taken.
@@ -69,8 +69,9 @@ SCHEDULE_RATE = 1e-4
 
 class SLRParams(NamedTuple):
     """Problem and optimiser constants: dimension d, sequence length L, signal std gamma, label noise eps,
-    the step size, initial scale lambda0 and whether the schedule ``lambda0 / (1 + 1e-4 t)`` is on. Build it with
-    keywords: ``SLRParams(d=400, L=10, gamma=0.5**0.5, eps=0.0, step_size=4e-3, lambda0=0.1, schedule=False)``."""
+    the step size, initial scale lambda0, whether the schedule ``lambda0 / (1 + r t)`` is on and its rate ``r``
+    (``schedule_rate``, the official 1e-4 by default). Build it with keywords:
+    ``SLRParams(d=400, L=10, gamma=0.5**0.5, eps=0.0, step_size=4e-3, lambda0=0.1, schedule=False)``."""
 
     d: int
     L: int
@@ -79,12 +80,17 @@ class SLRParams(NamedTuple):
     step_size: float
     lambda0: float
     schedule: bool
+    schedule_rate: float = SCHEDULE_RATE
 
 
-def lambda_at(t, lambda0, schedule: bool):
-    """``lambda_t = lambda0 / (1 + 1e-4 t)`` if ``schedule`` else ``lambda0`` (official schedule)."""
+def lambda_at(t, lambda0, schedule: bool, rate=SCHEDULE_RATE):
+    """``lambda_t = lambda0 / (1 + rate t)`` if ``schedule`` else ``lambda0`` (official schedule: rate 1e-4).
+
+    In the time ``step_size * t`` of the gradient flow the schedule is ``lambda0 / (1 + (rate / step_size) time)``:
+    scaling the step size and the rate together keeps the flow and its schedule, with fewer, larger steps.
+    """
     t = jnp.asarray(t, dtype=jnp.float64)
-    return jnp.where(schedule, lambda0 / (1.0 + SCHEDULE_RATE * t), lambda0 + 0.0 * t)
+    return jnp.where(schedule, lambda0 / (1.0 + rate * t), lambda0 + 0.0 * t)
 
 
 def distance_to_manifold(o: Overlaps):
@@ -289,7 +295,7 @@ class _Log(NamedTuple):
 
 
 def _log_reduced(o, t, p: SLRParams):
-    lam = lambda_at(t, p.lambda0, p.schedule)
+    lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
     return _Log(o, population_excess_risk(o, lam, p.gamma, p.d, p.L), lam)
 
 
@@ -325,7 +331,7 @@ def _traced(p: SLRParams) -> SLRParams:
 @partial(jax.jit, static_argnames=("log_every", "per_seg"))
 def _pgd_reduced_segment(o, i, p: SLRParams, log_every: int, per_seg: int):
     def one_step(o, t):
-        lam = lambda_at(t, p.lambda0, p.schedule)
+        lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
         return pgd_step_reduced(o, lam, p.step_size, p.gamma, p.d, p.L), None
 
     def one_log(o, t0):
@@ -354,7 +360,7 @@ def run_pgd_reduced(o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, pr
 @partial(jax.jit, static_argnames=("n_logs", "log_every"))
 def _pgd_full(k, v, k_star, v_star, p: SLRParams, n_logs: int, log_every: int):
     def one_step(kv, t):
-        lam = lambda_at(t, p.lambda0, p.schedule)
+        lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
         return pgd_step_full(*kv, k_star, v_star, lam, p.step_size, p.gamma, p.d, p.L), None
 
     def one_log(kv, t0):
@@ -376,7 +382,7 @@ def run_pgd_full(k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: in
 
 
 def _sgd_test_risk(test_set, o, t, p: SLRParams):
-    return _in_frame_test_excess_risk(test_set, o, lambda_at(t, p.lambda0, p.schedule), p.eps)
+    return _in_frame_test_excess_risk(test_set, o, lambda_at(t, p.lambda0, p.schedule, p.schedule_rate), p.eps)
 
 
 @partial(jax.jit, static_argnames=("L", "log_every", "per_seg", "batch_size"))
@@ -384,7 +390,7 @@ def _sgd_reduced_segment(o, i, train_keys, test_sets, p: SLRParams, L: int, log_
                          batch_size: int):
     def one_step(o, nt):
         noise, t = nt
-        lam = lambda_at(t, p.lambda0, p.schedule)
+        lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
         return sgd_step_reduced_from_noise(noise, o, lam, p.step_size)[0], None
 
     def one_log(o, key, test_set, t0):
@@ -431,11 +437,11 @@ def _sgd_full(key, k, v, k_star, v_star, p: SLRParams, L: int, n_logs: int, log_
     X_te, y_te, _ = sample_slr(k_test, k_star, v_star, n_test, L, p.gamma, p.eps)
 
     def test(kv, t):
-        lam = lambda_at(t, p.lambda0, p.schedule)
+        lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
         return jnp.mean((erf_attention(X_te, *kv, lam) - y_te) ** 2) - p.eps**2
 
     def one_step(kv, t):
-        lam = lambda_at(t, p.lambda0, p.schedule)
+        lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
         k, v, _ = sgd_step_full(jax.random.fold_in(k_train, t), *kv, k_star, v_star, lam, p.step_size, p.gamma, p.eps,
                                 batch_size, L)
         return (k, v), None

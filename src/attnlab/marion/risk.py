@@ -135,3 +135,22 @@ def linear_baseline_risk(gamma, L, eps=0.0):
     ``eps^2 + gamma^2 - gamma^4 / (gamma^2 + L - 1)``. The optimum is ``beta_l = gamma^2 / (gamma^2 + L - 1) v*``
     for every l."""
     return eps**2 + gamma**2 - gamma**4 / (gamma**2 + L - 1)
+
+
+def spurious_point(lam, gamma, d, L, n_grid: int = 4001):
+    """The spurious stationary point of PGD from the sphere at scale lambda: ``k = v*`` (kappa = nu = rho = 0,
+    eta = 1) with the best theta = v.k* (found on a grid of [-1, 1], then one Newton step), which imitates y
+    through the near-linear part of erf. Returns ``(overlaps, excess_risk)``; the risk is below the oracle's for
+    lambda below about 0.09 at d = 400, L = 10, gamma = sqrt(1/2), and above it beyond."""
+    import jax
+
+    def risk(theta):
+        z = jnp.zeros_like(theta)
+        return population_excess_risk(Overlaps(z, z, theta, z + 1.0, z), lam, gamma, d, L)
+
+    grid = jnp.linspace(-1.0, 1.0, n_grid)
+    theta = grid[jnp.argmin(risk(grid))]
+    g, h = jax.grad(risk)(theta), jax.grad(jax.grad(risk))(theta)
+    theta = jnp.clip(jnp.where(h > 0, theta - g / jnp.where(h > 0, h, 1.0), theta), -1.0, 1.0)
+    z = jnp.zeros_like(theta)
+    return Overlaps(z, z, theta, z + 1.0, z), risk(theta)
