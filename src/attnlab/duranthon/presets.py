@@ -70,6 +70,39 @@ def _bayes(key, model, nu, L, n):
     return bayes_risk_mc(key, model, nu, L, n)
 
 
+def _dimensionless(ds: xr.Dataset) -> xr.Dataset:
+    """Every variable and coordinate of these presets is dimensionless (risks are normalised so that the null
+    predictor scores 1; counts, flags, labels and indices): ``units = "1"`` wherever a unit is not yet stated."""
+    for name in list(ds.data_vars) + list(ds.coords):
+        ds[name].attrs.setdefault("units", "1")
+    return ds
+
+
+def _finding_population(m, cfg) -> str:
+    gap = m.get("min_linear_minus_softmax")
+    text = "optimised softmax attention reaches the Bayes risk at every (model, L, nu)"
+    if gap is not None:
+        text += f"; linear attention stays above it by at least {gap:.3g}"
+    return text
+
+
+def _finding_activations(m, cfg) -> str:
+    pens = {a: m.get(f"variable_L_penalty_spiked_{a}") for a in cfg.activations}
+    return "variable-L penalty (spiked, risk at L ~ U{1,2,3} minus the mean of fixed L): " + ", ".join(
+        f"{a} {v:+.3f}" for a, v in pens.items() if v is not None)
+
+
+def _finding_sample_complexity(m, cfg) -> str:
+    parts = [f"{a} alpha={al:g}: ERM {m[f'{a}_sim_test_error_alpha{al:g}']:.3f} vs replica "
+             f"{m[f'{a}_replica_test_error_alpha{al:g}']:.3f}" for a in cfg.activations for al in cfg.alphas]
+    return "; ".join(parts) + f"; Bayes floor {m['bayes_risk']:.3f}"
+
+
+def _finding_low_snr(m, cfg) -> str:
+    return (f"{100 * m['fixed_points_converged_fraction']:.0f}% of the replica points converge along the lambda path; "
+            f"largest replica-ERM gap {m['theory_vs_simulation_max_abs_gap']:.3g}")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # duranthon-population: risk against nu and L for each activation, Bayes and linear closed forms on top
 # --------------------------------------------------------------------------------------------------------------------
@@ -157,7 +190,7 @@ def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
     attrs = {"paper": CITATION, "risk_definition": "noiseless excess risk E[(x_eps.v*/sqrt(D) - f)^2]",
              "overlap_check": f"{act.name}, {model}, L={L}, nu={nu}, (m_k,q_k,m_v,q_v)={ov}"}
     coords = {"model": list(cfg.models), "L": list(cfg.Ls), "nu": list(cfg.nus), "activation": list(cfg.activations)}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    return _dimensionless(xr.Dataset(data, coords=coords, attrs=attrs))
 
 
 register(Preset(
@@ -165,7 +198,8 @@ register(Preset(
     description="Population (alpha = inf) risk against nu and L for softmax, linear, centred linear and "
                 "softplus attention on spiked- and max-SLR, with the Bayes risk and the linear closed form on top.",
     config_cls=PopulationConfig, run=run_population, summarize=summarize_population, plot=plot_population,
-    defaults={}, quick={"nus": (2.0, 5.0), "activations": ("softmax", "linear"), "n_mc": 10_000, "n_check": 2000},
+    defaults={}, finding=_finding_population,
+    quick={"nus": (2.0, 5.0), "activations": ("softmax", "linear"), "n_mc": 10_000, "n_check": 2000},
 ))
 
 
@@ -222,8 +256,8 @@ def run_activations(cfg: ActivationsConfig, key, progress=None) -> xr.Dataset:
               "model": ("setting", [m for m, _ in _SETTINGS]),
               "variable_L": ("setting", [len(Ls) > 1 for _, Ls in _SETTINGS]),
               "nu": ("setting", [cfg.nu_spiked if m == "spiked" else cfg.nu_max for m, _ in _SETTINGS])}
-    return xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "kappa_max": cfg.kappa_max,
-                                                  "risk_definition": "noiseless excess risk"})
+    return _dimensionless(xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "kappa_max": cfg.kappa_max,
+                                                                 "risk_definition": "noiseless excess risk"}))
 
 
 register(Preset(
@@ -232,7 +266,7 @@ register(Preset(
                 "softplus-normalised attention for fixed L and L ~ U{1,2,3}: the variable-L penalty of "
                 "unnormalised activations.",
     config_cls=ActivationsConfig, run=run_activations, summarize=summarize_activations, plot=plot_activations,
-    defaults={}, quick={"n_mc": 5000},
+    defaults={}, quick={"n_mc": 5000}, finding=_finding_activations,
 ))
 
 
@@ -307,10 +341,10 @@ def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr
     from attnlab.duranthon.sample_complexity import theory_vs_simulation
 
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
-    return theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lam, cfg.lam, cfg.activations,
+    return _dimensionless(theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lam, cfg.lam, cfg.activations,
                                 cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
                                 informed_scale=scale, lam_grid=cfg.lam_grid or None,
-                                grid_rs_stable=cfg.lam_grid_rs_stable, progress=progress)
+                                grid_rs_stable=cfg.lam_grid_rs_stable, progress=progress))
 
 
 register(Preset(
@@ -319,7 +353,7 @@ register(Preset(
                 "equations, frozen samples, Anderson-accelerated) against L-BFGS ERM at the sqrt(ND) size rule; "
                 "Bayes-optimal curve (spiked-SLR) and Bayes floor at alpha = inf.",
     config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
-    plot=plot_sample_complexity, defaults={},
+    plot=plot_sample_complexity, defaults={}, finding=_finding_sample_complexity,
     quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 300, "sqrt_ND": 150.0, "n_seeds": 3,
            "n_test": 1000, "n_risk": 5000},
 ))
@@ -354,9 +388,10 @@ def run_low_snr(cfg: LowSNRConfig, key, progress=None) -> xr.Dataset:
     from attnlab.duranthon.sample_complexity import low_snr_diagnostics
 
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
-    return low_snr_diagnostics(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lams, cfg.activation, cfg.jacobians,
+    ds = low_snr_diagnostics(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lams, cfg.activation, cfg.jacobians,
                                cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
                                informed_scale=scale, max_iter=cfg.max_iter, qmc=cfg.qmc, progress=progress)
+    return _dimensionless(ds)
 
 
 register(Preset(
@@ -365,7 +400,7 @@ register(Preset(
                 "(Anderson, continuation, informed and uninformed branches, pointwise and Stein V_hat) against "
                 "L-BFGS ERM from informed and random starts, with per-point solver diagnostics.",
     config_cls=LowSNRConfig, run=run_low_snr, summarize=_quiet(summarize_low_snr), plot=_quiet(plot_low_snr),
-    defaults={},
+    defaults={}, finding=_finding_low_snr,
     quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 2, "n_test": 1000, "n_risk": 5000,
            "max_iter": 100},
 ))

@@ -35,31 +35,70 @@ def summarize_population(ds: xr.Dataset, cfg: PopulationConfig):
                 metrics[f"linear_closed_form_risk_{tag}"] = float(p.linear_closed_form)
                 for a in acts:
                     metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
+                other = _other_activation(acts)
+                nb = _neighbour(ds, model, L, nu)
+                nb_tag = f"nu = {float(nb.nu):g}, L = {int(nb.L)}"
                 if "linear" in acts:
                     q = p.sel(activation="linear")
                     checks.append(Check(f"linear closed form vs MC-optimised linear, {tag}", float(p.linear_closed_form),
                                         float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.linear_closed_form_se)),
-                                        "5 SE"))
+                                        "5 SE", control=f"the MC-optimised {other.get('linear')} risk instead",
+                                        control_simulation=float(p.risk.sel(activation=other["linear"]))
+                                        if other.get("linear") else None))
                 if "softmax" in acts:
                     q = p.sel(activation="softmax")
                     checks.append(Check(f"Bayes risk vs MC-optimised softmax (Prop. 4.2), {tag}", float(p.bayes_risk),
                                         float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.bayes_risk_se)) + ROUND_OFF,
-                                "5 SE + 1e-10 round-off"))
+                                        "5 SE + 1e-10 round-off", control=f"the MC-optimised {other.get('softmax')} risk",
+                                        control_simulation=float(p.risk.sel(activation=other["softmax"]))
+                                        if other.get("softmax") else None))
                 if int(L) <= 2:
                     checks.append(Check(f"Bayes quadrature vs Monte Carlo, {tag}", float(p.bayes_risk),
-                                        float(p.bayes_risk_mc), 5 * float(p.bayes_risk_mc_se), "5 SE"))
+                                        float(p.bayes_risk_mc), 5 * float(p.bayes_risk_mc_se), "5 SE",
+                                        control=f"the Bayes risk at the wrong point ({nb_tag})",
+                                        control_theory=float(nb.bayes_risk)))
                 elif str(model) == "spiked":
                     checks.append(Check(f"Bayes importance sampling vs plain Monte Carlo, {tag}", float(p.bayes_risk),
                                         float(p.bayes_risk_mc),
-                                        5 * math.hypot(float(p.bayes_risk_mc_se), float(p.bayes_risk_se)), "5 SE"))
+                                        5 * math.hypot(float(p.bayes_risk_mc_se), float(p.bayes_risk_se)), "5 SE",
+                                        control=f"the Bayes risk at the wrong point ({nb_tag})",
+                                        control_theory=float(nb.bayes_risk)))
+    first = ds.isel(model=0, L=-1, nu=0, activation=0)
     checks.append(Check(f"risk on M from 4 overlaps vs predictor in R^D ({ds.attrs['overlap_check']})",
                         float(ds.overlap_formula_risk), float(ds.overlap_rd_risk),
-                        5 * math.hypot(float(ds.overlap_formula_risk_se), float(ds.overlap_rd_risk_se)), "5 SE"))
+                        5 * math.hypot(float(ds.overlap_formula_risk_se), float(ds.overlap_rd_risk_se)), "5 SE",
+                        control="the optimised risk of the same activation and setting (its optimal overlaps, not "
+                                "these)", control_theory=float(first.risk)))
     if "softmax" in acts and "linear" in acts:
         metrics["min_linear_minus_softmax"] = float((ds.risk.sel(activation="linear")
                                                      - ds.risk.sel(activation="softmax")).min())
     _optimiser_status(ds, metrics)
     return metrics, checks
+
+
+def _other_activation(acts) -> dict:
+    """The control activation of each checked one: softmax's curve for linear's check and the reverse."""
+    out = {}
+    for a, b in (("linear", "softmax"), ("softmax", "linear")):
+        if a in acts:
+            out[a] = b if b in acts else next((x for x in acts if x != a), None)
+    return out
+
+
+def _neighbour(ds, model, L, nu):
+    """The wrong point of a Bayes-risk check's control: the next nu of the grid (or the next L with a single nu)."""
+    nus, Ls = list(ds.nu.values), list(ds.L.values)
+    if len(nus) > 1:
+        i = nus.index(nu)
+        return ds.sel(model=model, L=L, nu=nus[i + 1 if i + 1 < len(nus) else i - 1])
+    j = Ls.index(L)
+    return ds.sel(model=model, nu=nu, L=Ls[j + 1 if j + 1 < len(Ls) else j - 1] if len(Ls) > 1 else L)
+
+
+def _wrong_length(ds, setting) -> str:
+    """The setting of the same model at L = 1 (risk 0), or at L = 2 for the L = 1 setting."""
+    model = str(ds.model.sel(setting=setting).values)
+    return f"{model} L=2" if setting == f"{model} L=1" else f"{model} L=1"
 
 
 def _penalty(ds, model, act):
@@ -81,16 +120,19 @@ def summarize_activations(ds: xr.Dataset, cfg: ActivationsConfig):
         metrics[f"linear_closed_form_risk_{tag}"] = float(p.linear_closed_form)
         for a in ds.activation.values:
             metrics[f"{a}_risk_{tag}"] = float(p.risk.sel(activation=a))
+        wrong = _wrong_length(ds, s)  # at L = 1 every risk is 0: the control is the same model at L = 2
         if "linear" in ds.activation.values:
             q = p.sel(activation="linear")
             checks.append(Check(f"linear closed form vs MC-optimised linear, {s}", float(p.linear_closed_form),
                                 float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.linear_closed_form_se)) + ROUND_OFF,
-                                "5 SE + 1e-10 round-off"))
+                                "5 SE + 1e-10 round-off", control=f"the linear closed form of the wrong setting ({wrong})",
+                                control_theory=float(ds.linear_closed_form.sel(setting=wrong))))
         if "softmax" in ds.activation.values and math.isfinite(float(p.nu)):
             q = p.sel(activation="softmax")
             checks.append(Check(f"Bayes risk vs MC-optimised softmax (shared k, v), {s}", float(p.bayes_risk),
                                 float(q.risk), 5 * math.hypot(float(q.risk_se), float(p.bayes_risk_se)) + ROUND_OFF,
-                                "5 SE + 1e-10 round-off"))
+                                "5 SE + 1e-10 round-off", control=f"the Bayes risk of the wrong setting ({wrong})",
+                                control_theory=float(ds.bayes_risk.sel(setting=wrong))))
     for model in ("spiked", "max"):
         for a in ds.activation.values:
             metrics[f"variable_L_penalty_{model}_{a}"], metrics[f"variable_L_penalty_{model}_{a}_se"] = \
@@ -128,10 +170,16 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                 metrics[f"{a}_lambda_alpha{al:g}"] = float(p.lambda_opt.sel(lam_kv="lambda_k"))
             if bool(p.replica_converged.all()) and math.isfinite(float(p.replica_test_error)):
                 gaps.append(abs(float(p.replica_test_error) - sim_mean))
+                alphas = list(ds.alpha.values)
+                i = alphas.index(al)
+                wrong = alphas[i + 1 if i + 1 < len(alphas) else i - 1] if len(alphas) > 1 else None
                 checks.append(Check(f"replica vs ERM test error, {a}, alpha={al:g} (D={int(ds.D.sel(alpha=al))})",
                                     float(p.replica_test_error), sim_mean,
                                     5 * math.hypot(sim_se, float(p.replica_test_error_se)),
-                                    f"5 SE ({sim.size} ERM seeds, {ds.sizes['set']} frozen sets)"))
+                                    f"5 SE ({sim.size} ERM seeds, {ds.sizes['set']} frozen sets)",
+                                    control=f"the replica curve at the wrong alpha ({wrong:g})" if wrong else "",
+                                    control_theory=float(ds.replica_test_error.sel(activation=a, alpha=wrong))
+                                    if wrong else None))
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:
@@ -153,11 +201,15 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                     erm = float(q.replica_test_error)
                     tol = 5 * math.hypot(bo_se, float(q.replica_test_error_se))
                     checks.append(Check(f"Bayes-optimal <= ERM replica ({a}), alpha={al:g}: max(0, BO - ERM)", 0.0,
-                                        max(0.0, bo - erm), tol, "one-sided, 5 SE"))
+                                        max(0.0, bo - erm), tol, "one-sided, 5 SE",
+                                        control="the reversed inequality ERM <= BO: max(0, ERM - BO)",
+                                        control_simulation=max(0.0, erm - bo)))
             floor = float(ds.bayes_population)
             tol = 5 * math.hypot(bo_se, float(ds.bayes_population_se))
             checks.append(Check(f"Bayes-optimal >= population Bayes risk, alpha={al:g}: max(0, Bayes - BO)", 0.0,
-                                max(0.0, floor - bo), tol, "one-sided, 5 SE"))
+                                max(0.0, floor - bo), tol, "one-sided, 5 SE",
+                                control="the reversed inequality BO <= Bayes: max(0, BO - Bayes)",
+                                control_simulation=max(0.0, bo - floor)))
     return metrics, checks
 
 
@@ -210,9 +262,14 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                         gaps.append(abs(gap))
                         tol = 5 * math.hypot(te_se, float(st_se[0]))
                         if float(lam) == lam_max and br == "informed":
+                            lam_w = float(ds.lam.values[1]) if float(ds.lam.values[0]) == lam_max else lam_max
+                            te_w = float(np.nanmean(ds.replica_test_error.sel(alpha=al, lam=lam_w, jacobian=jac,
+                                                                              branch=br).values))
                             checks.append(Check(f"replica ({jac} V_hat) vs informed ERM test error, control "
                                                 f"lambda={lam:g}, alpha={al:g}", float(te), float(st[0]), tol,
-                                                f"5 SE ({ds.sizes['seed']} ERM seeds, {ds.sizes['set']} sets)"))
+                                                f"5 SE ({ds.sizes['seed']} ERM seeds, {ds.sizes['set']} sets)",
+                                                control=f"the replica test error at the wrong lambda ({lam_w:g})",
+                                                control_theory=te_w))
                     if jac == ds.jacobian.values[0] and conv:
                         for s in ds.set.values:
                             r = q.sel(set=s)
@@ -221,9 +278,15 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                                     j = float(r.replica_jump.sel(jump=f"jump_{sec}"))
                                     js = float(r.replica_jump.sel(jump=f"jump_{sec}_se"))
                                     if math.isfinite(j):
+                                        lam_lo = float(ds.lam.min())
+                                        jw = float(ds.replica_jump.sel(alpha=al, lam=lam_lo, jacobian=jac, branch=br,
+                                                                       set=s, jump=f"jump_{sec}"))
                                         checks.append(Check(f"V_hat_{sec}: Stein = pointwise where every proximal "
                                                             f"problem is convex ({br}, lambda={lam:g}, alpha={al:g}, "
-                                                            f"set {int(s)})", 0.0, j, 5 * js + ROUND_OFF, "5 SE"))
+                                                            f"set {int(s)})", 0.0, j, 5 * js + ROUND_OFF, "5 SE",
+                                                            control=f"the jump term at the smallest lambda of the "
+                                                            f"path ({lam_lo:g}), where proximal problems are non-convex",
+                                                            control_simulation=jw if math.isfinite(jw) else None))
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:
@@ -242,7 +305,10 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         a = ds.replica_at_eigenvalue.sel(lam=lam_max).values[ok]
         if a.size:
             checks.append(Check(f"RS stable at the control lambda={lam_max:g}: max(0, replicon eigenvalue - 1)", 0.0,
-                                max(0.0, float(a.max()) - 1.0), 0.0, "exact (AT condition rho(T) < 1)"))
+                                max(0.0, float(a.max()) - 1.0), 1e-10,
+                                "the AT condition rho(T) < 1, 1e-10 round-off",
+                                control="the reversed condition (RS unstable, rho(T) >= 1): max(0, 1 - eigenvalue)",
+                                control_simulation=max(0.0, 1.0 - float(a.max()))))
     return metrics, checks
 
 
