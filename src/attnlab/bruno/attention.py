@@ -1,4 +1,4 @@
-r"""Self-attention on the sphere with O(N) memory: blocked kernels that never form the N x N matrix (spec 1.2, 1.4, 5).
+r"""Self-attention on the sphere with O(N) memory: blocked kernels that never form the N x N matrix.
 
 For tokens ``x_i`` (rows of ``X``, shape (N, d)) and d x d matrices Q, K, V, the attention output is
 

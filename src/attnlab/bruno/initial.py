@@ -1,6 +1,6 @@
-r"""Initial laws of the paper's figures (spec 3, "Notes for implementing the initial laws").
+r"""Initial laws of the paper's figures.
 
-Variance convention (spec 2.2, "convention trap"): a component on S^1 is parameterised by its **wrapped-normal
+Variance convention: a component on S^1 is parameterised by its **wrapped-normal
 variance** v; the heat kernel e^{tau Delta} delta_m (Delta = d^2/dtheta^2) is the wrapped normal of variance
 v = 2 tau, so the heat time is tau = v / 2. On S^2 the heat-kernel component is parameterised by the heat time tau
 directly (the law of e^{tau Delta} delta_m, Delta the Laplace-Beltrami operator), whose tangent variance per direction

@@ -1,4 +1,4 @@
-r"""The particle model on the sphere and sphere-preserving integrators (spec 1.1, 1.2, 5, 6.2).
+r"""The particle model on the sphere and sphere-preserving integrators.
 
 Continuous-time model (SA, the paper's ODE; USA with ``normalization="usa"``)::
 
@@ -9,7 +9,7 @@ Schemes, each one step of size dt from X (N, d) on the sphere, ending with the r
 * ``"euler"``: the paper's discrete model (Eq. (1); one layer = one step, dt = 1/L):
   x_i <- N(x_i + dt A_i), *without* the tangent projection (``project=False``, as in the paper and GLPR's code) or
   with it (``project=True``). Both are first-order approximations of the ODE: the radial part c x_i only rescales
-  the step by 1/(1 + c dt) (spec 3 [I]; the order test in tests/bruno/test_integrate.py confirms order 1);
+  the step by 1/(1 + c dt) (the order test in tests/bruno/test_integrate.py confirms order 1);
 * ``"heun"`` (order 2) and ``"rk4"`` (order 4): the explicit Runge-Kutta method applied to the ambient field
   F(X) = A(X) - <x, A(X)> x, followed by N. The sphere is invariant under the ambient field
   (d|x|^2/dt = 2 <x, A> (1 - |x|^2)), so the ambient RK solution is within O(dt^{p+1}) of the exact one, which lies on
@@ -19,7 +19,7 @@ Schemes, each one step of size dt from X (N, d) on the sphere, ending with the r
 ``simulate`` advances to each of a list of snapshot times (e.g. logarithmically spaced, for horizons of e^{c beta})
 with a fixed dt per segment, one compiled ``lax.fori_loop`` per segment, and calls ``progress`` in between.
 
-``simulate_adaptive`` controls the step size instead (spec 5 and 6.2: the pairing phase lives at times e^{c beta},
+``simulate_adaptive`` controls the step size instead (the pairing phase lives at times e^{c beta},
 out of reach of a fixed dt). It uses the Bogacki-Shampine 3(2) pair (Bogacki & Shampine, Appl. Math. Lett. 2, 1989;
 Hairer, Norsett & Wanner, Solving ODEs I, II.4 and II.5) of ``diffrax.Bosh3`` on the ambient field F, with a
 ``diffrax.PIDController`` set to the classic I controller: a step is accepted when err = max_i |e_i| < tol (absolute,

@@ -1,4 +1,4 @@
-r"""Observables of a token cloud on S^{d-1} (spec 4.4).
+r"""Observables of a token cloud on S^{d-1}.
 
 * interaction energy E_beta = (1/(2 beta N^2)) sum_{ij} exp(beta <x_i, B x_j>) (B = Q^T K; B = Id is GLPR's energy,
   B = S the energy E_S for Q^T K = V = S), in log-safe form: log E = logsumexp_{ij} beta <x_i, B x_j> - log(2 beta N^2),

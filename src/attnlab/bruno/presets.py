@@ -1,5 +1,5 @@
 """Presets for Bruno, Pasqualotto, Agazzi, "A multiscale analysis of mean-field transformers in the moderate
-interaction regime" (NeurIPS 2025, arXiv 2509.25040): Figs 1-4 (spec particles-bruno.md, section 3).
+interaction regime" (NeurIPS 2025, arXiv 2509.25040): Figs 1-4.
 
 All runs simulate the paper's discrete model (Eq. (1): one Euler step of size dt plus renormalisation, no explicit
 projection) with the blocked O(N)-memory kernel, SA normalisation; ``--set integrator=bs32`` (with ``tol`` and a
@@ -10,7 +10,7 @@ from the tracked modes are 6.62 and 6.60, so its merge check does not rest on di
 earlier measurement found Euler with dt up to 0.05 = 0.5 / beta merging later, in [8.9, 10.8], than converged
 integration, in [4.5, 7.0]: keep dt * beta small, or use bs32, when changing the sizes.)
 
-Values the paper leaves unstated ([U] in the spec) are chosen here and flagged "[U, chosen]" in each preset's
+Values the paper leaves unstated  are chosen here and flagged "[U, chosen]" in each preset's
 description and figure title:
 
 * Fig. 1: Q = K = Id; row (a) V = diag(1, 0.5, 0.25) (unique top eigenvalue: two antipodal clusters on the x-axis);

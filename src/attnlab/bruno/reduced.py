@@ -1,13 +1,13 @@
-r"""Reduced models of the three phases (Bruno, Pasqualotto, Agazzi, arXiv 2509.25040; spec 2, 3).
+r"""Reduced models of the three phases (Bruno, Pasqualotto, Agazzi, arXiv 2509.25040).
 
 * **Alignment** (Thm 3.2, Lemmas A.13/A.15): for Q = K = Id the beta -> infinity characteristics are exactly
   x(t) = normalize(e^{tV} x_0). In general y(t) = normalize(e^{tM} y_0), M = V K^T Q, up to the time change
   f(t) = int_0^t ds / |B^T x(s)|, B = Q^T K.
 * **Heat** (Prop 3.9, Eq. (7)): on the collapsed circle, in time s = t / beta, the law solves d_s mu = -gamma
   mu'' (gamma = +1 backward for V = +Id, -1 forward for V = -Id). A mixture of wrapped normals of variances v_j stays a
-  mixture with the same means and weights and variances v_j - 2 gamma t / beta (heat time tau_j = v_j / 2, spec 2.2).
+  mixture with the same means and weights and variances v_j - 2 gamma t / beta (heat time tau_j = v_j / 2).
   The backward solution exists until the first collapse, t = beta v_min / 2 = beta tau_min.
-* **Heat on S^2** (spec 6, item 3): on a collapsed S^2 (E_max = R^3, e.g. Q = K = Id, V = -Id) the same limit gives
+* **Heat on S^2**: on a collapsed S^2 (E_max = R^3, e.g. Q = K = Id, V = -Id) the same limit gives
   e^{tau Delta} with Delta the Laplace-Beltrami operator and heat time tau_j(t) = tau_j - gamma t / beta
   (``heat_times``; on S^1 the same rule reads v_j - 2 gamma t / beta for variances v = 2 tau). The heat kernel is the
   zonal series k_tau(<x, m>) = sum_l (2l + 1) / (4 pi) e^{-l (l + 1) tau} P_l(<x, m>) (addition theorem,
@@ -17,7 +17,7 @@ r"""Reduced models of the three phases (Bruno, Pasqualotto, Agazzi, arXiv 2509.2
 * **Pairing** (Prop 3.11): with time change dt = e^{beta (1 - <y_i, y_j>)} ds, the closest pair (i, j) follows
   dy_i/ds = P_{y_i} y_j, dy_j/ds = P_{y_j} y_i and the others stay put; two points at angle theta_0 therefore close
   as d theta/ds = -2 sin theta, and the merge time is ~ e^{beta (1 - cos theta_min)}.
-* **Equiangular ODE** (spec 3, item 6; Q = K = V = Id, all pairwise inner products rho):
+* **Equiangular ODE** (Q = K = V = Id, all pairwise inner products rho):
   SA: rho' = 2 e^{beta rho} (1 - rho)(1 + (n - 1) rho) / (e^beta + (n - 1) e^{beta rho});
   USA (1/n): rho' = (2/n) e^{beta rho} (1 - rho)(1 + (n - 1) rho).
 * **Linearised mode growth on S^1** (the ICLR 2025 predecessor): mode k grows at a rate proportional to
@@ -200,7 +200,7 @@ def heat_solve_s2(values, tau: float, lmax: int, max_gain: float = 1e8):
 
 
 def pairing_time(ci, cj, beta: float):
-    """Time scale e^{beta (1 - <c_i, c_j>)} of the merge of the closest pair of cluster centres (spec 2.3, item 5)."""
+    """Time scale e^{beta (1 - <c_i, c_j>)} of the merge of the closest pair of cluster centres."""
     return float(np.exp(beta * (1.0 - float(np.dot(ci, cj)))))
 
 
@@ -216,7 +216,7 @@ def two_point_angle(theta0, t, beta: float):
 
 
 def equiangular_rhs(rho, beta: float, n: int, normalization: str = "sa"):
-    """rho' for n equiangular tokens (Q = K = V = Id), SA or USA (1/n) normalisation (spec 3, item 6)."""
+    """rho' for n equiangular tokens (Q = K = V = Id), SA or USA (1/n) normalisation."""
     base = 2 * (1 - rho) * (1 + (n - 1) * rho)
     if normalization == "sa":
         return base / (np.exp(beta * (1 - rho)) + (n - 1))
@@ -282,7 +282,7 @@ def two_point_merge_time(theta0: float, theta_end: float, beta: float) -> float:
     """Time for two equal-mass SA clusters (points) at angle theta0 to come within theta_end (Q = K = V = Id):
     int_{theta_end}^{theta0} (1 + e^{beta (1 - cos theta)}) / (2 sin theta) d theta. Its beta -> infinity form
     ~ e^{beta (1 - cos theta0)} / (2 beta sin^2 theta0) is the pairing-phase time scale of Prop 3.11 with its
-    prefactor (the bare e^{beta (1 - <c_i, c_j>)} of spec item 5 omits 1 / (2 beta sin^2 theta0))."""
+    prefactor (the bare e^{beta (1 - <c_i, c_j>)} omits 1 / (2 beta sin^2 theta0))."""
     from scipy.integrate import quad
 
     val, _ = quad(lambda th: (1 + np.exp(beta * (1 - np.cos(th)))) / (2 * np.sin(th)), theta_end, theta0,
@@ -291,7 +291,7 @@ def two_point_merge_time(theta0: float, theta_end: float, beta: float) -> float:
 
 
 def particles_per_width(n: int, beta: float, k: int) -> float:
-    """Tokens per kernel width on the collapsed sphere S^{k-1} (spec 1.6): n beta^{-(k-1)/2} / |S^{k-1}|."""
+    """Tokens per kernel width on the collapsed sphere S^{k-1}: n beta^{-(k-1)/2} / |S^{k-1}|."""
     from scipy.special import gamma as gamma_fn
 
     area = 2 * np.pi ** (k / 2) / gamma_fn(k / 2)

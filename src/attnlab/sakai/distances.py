@@ -1,14 +1,14 @@
-r"""Distances between one-dimensional laws, with honest uncertainty (spec sections 3 and 5).
+r"""Distances between one-dimensional laws, with honest uncertainty.
 
-* **Official KDE-KL** (``kl_divergence*.py`` of the official code, spec 3): scipy's ``gaussian_kde`` (Scott factor
+* **Official KDE-KL** (``kl_divergence*.py`` of the official code): scipy's ``gaussian_kde`` (Scott factor
   ``N^{-1/5}``, bandwidth ``factor * std(ddof=1)``) of each sample on a 500-point grid spanning the global min to max
   of all samples of the experiment, plus 1e-12, then the discrete KL of scipy's ``entropy`` (which renormalises).
-  Biased upward by the KDE noise: report it with its **null floor** (two independent limit samples, spec 3:
+  Biased upward by the KDE noise: report it with its **null floor** (two independent limit samples:
   5.5e-4 at N = 50k).
 * **Kolmogorov-Smirnov** ``sup |F - G|`` and **1-Wasserstein** ``int |F - G|`` from the pooled sorted sample, with
   Poisson-bootstrap percentile intervals (each sample is one network, so networks are resampled) and the asymptotic
   two-sample KS critical value.
-* **Rao-Blackwellised densities** (spec 4.3 item 6): both the finite-width and the limit law are Gaussian scale
+* **Rao-Blackwellised densities**: both the finite-width and the limit law are Gaussian scale
   mixtures ``y = sqrt(v) eps``, so ``f(y) = E phi(y; 0, v)`` is estimated by ``mean_m phi(y; 0, v_m)`` with no
   bandwidth; KL by trapezoidal quadrature of such densities.
 """

@@ -1,9 +1,9 @@
 r"""The infinite-width law of one multi-head attention layer (n -> infinity at fixed s, H) and its H -> infinity limit.
 
 Sakai, Karakida, Imaizumi (2025), arXiv:2506.00846 (abstract: "Gaussian conditional on random similarity scores");
-official theory samplers ``simulate_theoretical``; derivation in the project spec, section 2.
+official theory samplers ``simulate_theoretical``.
 
-* Input Gram (spec 2.1): ``Sigma_ij = E[psi(Z_i) psi(Z_j)]``, Z_i iid N(0, 1): ``I`` for clip/identity and
+* Input Gram: ``Sigma_ij = E[psi(Z_i) psi(Z_j)]``, Z_i iid N(0, 1): ``I`` for clip/identity and
   ``(1/2 - 1/(2 pi)) I + 1/(2 pi) 11^T`` for ReLU (uncentred).
 * Scores (2.2): per head an s x s Gaussian ``p`` with ``Cov(p_ij, p_kl) = Sigma_ik Sigma_jl``; ``p = L N L^T`` with
   ``L L^T = Sigma`` and N iid N(0, 1). Values (2.3): ``z ~ N(0, Sigma)``; heads independent.
@@ -34,13 +34,13 @@ __all__ = ["input_gram", "sample_limit_first", "sample_limit_tokens", "limit_mom
 
 
 def input_gram(activation: str, s: int) -> np.ndarray:
-    """The limit input Gram Sigma (s x s) of spec 2.1."""
+    """The limit input Gram Sigma (s x s)."""
     check_model(n_tokens=s, activation=activation)
     return _limit_gram(activation, s)  # clip at C = 100: E[clip(Z)^2] = 1 - O(1e-2000)
 
 
 def relu_logit_variance() -> float:
-    """Variance of the effective iid logits for ReLU inputs, ``Sigma_00 (1/2 - 1/(2 pi))`` = 0.1704 (spec 2.4)."""
+    """Variance of the effective iid logits for ReLU inputs, ``Sigma_00 (1/2 - 1/(2 pi))`` = 0.1704."""
     return 0.5 * (0.5 - 0.5 / math.pi)
 
 
@@ -81,7 +81,7 @@ def _limit_tokens(key, n_heads, n_tokens, activation, n_samples, n_out):
 
 def sample_limit_tokens(key, *, n_heads: int, n_tokens: int = 4, activation: str = "clip", n_samples: int,
                         n_out: int = 1):
-    """Joint limit draws of all s tokens: ``(Y, C)`` with Y (n_samples, s, n_out), C (n_samples, s, s) (spec 2.4)."""
+    """Joint limit draws of all s tokens: ``(Y, C)`` with Y (n_samples, s, n_out), C (n_samples, s, s)."""
     check_model(n_heads=n_heads, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
     return _limit_tokens(key, n_heads, n_tokens, activation, n_samples, n_out)
 

@@ -10,7 +10,7 @@ a time in float64 with OpenMP over networks:
 * per network ``r = chi^2_n/n`` and the factor ``L`` of the input Gram: on the Wishart path (clip/identity inputs,
   n >= s) ``L = sqrt(r) (tril(N, -1)/sqrt(n) + diag(sqrt(chi^2_{n-i}/n)))``; with explicit inputs (ReLU, or clip
   with n < s) ``X = psi(sqrt(r) Xi_0)`` drawn (O(s n)) and its Gram factored by a semidefinite Cholesky; in the limit
-  the Cholesky factor of the limit Gram of spec 2.1;
+  the Cholesky factor of the limit Gram;
 * per head ``c_Q, c_V ~ chi^2_d/d``, ``nu ~ N(0, I_s)``, ``s_a = softmax(sqrt(Gamma_00 c_Q) L nu)`` and the term
   ``c_V |L^T s_a|^2`` of ``v``; then ``y = sqrt(v) eps``.
 

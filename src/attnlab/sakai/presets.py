@@ -36,7 +36,7 @@ from attnlab.sakai.reference import sample_reference_first, sample_reference_sco
 from attnlab.sakai.sampler import sample_first_token_sweep, sample_scores_sweep
 
 CITATION = "Sakai, Karakida, Imaizumi, NeurIPS 2025 (arXiv:2506.00846)"
-SPEC_SECOND_MOMENT = {"clip": 0.3918, "relu": 0.2548}  # spec 2.6 [C], 4e6-draw Monte Carlo, +-0.0001
+SPEC_SECOND_MOMENT = {"clip": 0.3918, "relu": 0.2548}  # 4e6-draw Monte Carlo, +-0.0001
 SPEC_KURTOSIS = {("clip", 1): 0.243, ("clip", 2): 0.121, ("clip", 256): 0.001, ("relu", 1): 0.0036,
                  ("relu", 2): 0.0018}
 BIAS_PER_WIDTH = 1.0  # |E y^2(n) - E y^2(inf)| <= 1/n for n >= 16 (measured n * bias in [0.6, 0.95], tests/width)

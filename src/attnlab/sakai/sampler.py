@@ -1,6 +1,6 @@
-r"""Exact fast samplers of the finite-width law (spec 4.3): same law as :mod:`attnlab.sakai.reference`, cost free of n.
+r"""Exact fast samplers of the finite-width law: same law as :mod:`attnlab.sakai.reference`, cost free of n.
 
-Sakai, Karakida, Imaizumi (2025), arXiv:2506.00846, Example 3.1; derivation in the project spec, section 4.3.
+Sakai, Karakida, Imaizumi (2025), arXiv:2506.00846, Example 3.1; the derivation is below.
 
 Reduction (all steps are equalities in law, not approximations):
 
@@ -76,7 +76,7 @@ def empirical_gram(X):
 
 
 def _limit_gram(activation: str, s: int) -> np.ndarray:
-    """The limit input Gram of spec 2.1 (``E psi(Z_i) psi(Z_j)``): I for clip/identity, the uncentred ReLU Gram."""
+    """The limit input Gram (``E psi(Z_i) psi(Z_j)``): I for clip/identity, the uncentred ReLU Gram."""
     if activation == "relu":
         return (0.5 - 0.5 / math.pi) * np.eye(s) + 0.5 / math.pi * np.ones((s, s))
     return np.eye(s)
@@ -287,7 +287,7 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     One compiled program per (pattern of widths, H, s, psi, sizes). On the Wishart path (clip/identity, n >= s) the
     width enters as a traced value and the cost does not depend on n; other widths (ReLU, or n < s) draw their
     explicit input matrix (cost O(s n)). A width ``math.inf`` (with head width inf) draws the n -> infinity limit law
-    (input Gram of spec 2.1, unit query/value norms) in the same program. ``active_heads`` (one int <= n_heads per
+    (input Gram, unit query/value norms) in the same program. ``active_heads`` (one int <= n_heads per
     width): use the first ``active_heads[w]`` of the ``n_heads`` heads drawn at width w (several H in one program;
     the discarded heads cost their draws).
 
