@@ -1,4 +1,4 @@
-"""The ``attnlab`` command line: ``list``, ``run`` and ``reproduce``.
+"""The ``attnlab`` command line: ``list``, ``show``, ``run``, ``reproduce``, ``sweep``, ``runs`` and ``plot``.
 
 Bad input (unknown preset, paper or key, out-of-range value, malformed ``--set``, unwritable output) prints one
 line on stderr and exits with status 2; nothing is written. Ctrl-C exits with 130 and leaves no finished-looking
@@ -15,6 +15,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -39,10 +41,59 @@ MAX_SEEDS = 100_000
 MAX_WORKERS = 1024
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
                   help="Simulate attention models exactly as theory defines them, and check theory against simulation.")
-# Wide tables when the output is a file or a pipe (Rich assumes 80 columns there).
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+PIPE_WIDTH = 100
+NARROW = 90
+"""Below this width ``attnlab show`` lists the config fields as blocks instead of a table."""
+"""The width of the tables when the output is a file or a pipe and ``COLUMNS`` is not set."""
+out = Console()
+err = Console(stderr=True)
+
+
+def _width(stream) -> int | None:
+    """The console width for ``stream``: ``COLUMNS`` when set to a positive integer, else Rich's own measure of a
+    terminal, else :data:`PIPE_WIDTH` (Rich assumes 80 columns for a pipe, and the old fixed 160 overflowed
+    every terminal narrower than that)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty else PIPE_WIDTH
+
+
+def _size_consoles() -> None:
+    """Fit both consoles to their streams now (the environment and the streams may change after import)."""
+    out.width = _width(sys.stdout)  # None: Rich measures the terminal
+    err.width = _width(sys.stderr)
+
+
+def _version_text() -> str:
+    from importlib import metadata
+
+    import attnlab
+
+    try:
+        return metadata.version("attnlab")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return attnlab.__version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"attnlab {_version_text()}", markup=False, highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+):
+    """Simulate attention models exactly as theory defines them, and check theory against simulation."""
 
 
 @contextmanager
@@ -66,17 +117,39 @@ def _resolve(name: str, quick: bool, sets: list[str] | None):
     return preset, resolve_config(preset, quick=quick, overrides=parse_set(sets))
 
 
-def _checks_table(results) -> Table:
+def _print_checks(results) -> None:
+    """Every check of ``results`` (preset -> RunResult) as a table that fits the console: the check's name wraps at
+    its words, the preset, the numbers and the verdict never fold (the preset column is left out for a single
+    preset); a console too narrow for that gets one block of two lines per check."""
     from attnlab.app.report import check_rows
 
+    rows = [(preset, name, *(f"{v:.6g}" if v is not None else "-" for v in nums), "yes" if passed else "NO")
+            for preset, name, *nums, passed in check_rows(results)]
+    header = ("preset", "check", "theory", "simulation", "abs error", "tolerance", "pass")
+    keep = [i for i in range(len(header)) if i != 0 or len(results) > 1]
+    fixed = {i: max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in keep if i != 1}
+    room = out.width - sum(fixed.values()) - (3 * len(keep) + 1)
+    if room < 20:
+        out.print("theory vs simulation:", markup=False, highlight=False)
+        for r in rows:
+            out.print(f"{r[0]}: {r[1]}", markup=False, highlight=False)
+            out.print(Padding(f"theory {r[2]}, simulation {r[3]}, abs error {r[4]}, tolerance {r[5]}: pass {r[6]}",
+                              (0, 0, 0, 4), expand=False), markup=False, highlight=False)
+        return
     table = Table(title="theory vs simulation")
-    for col in ("preset", "check", "theory", "simulation", "abs error", "tolerance", "pass"):
-        table.add_column(col, overflow="fold")
-    for row in check_rows(results):
-        *vals, passed = row
-        table.add_row(vals[0], vals[1], *(f"{v:.6g}" for v in vals[2:]),
-                      "[green]yes[/green]" if passed else "[red]NO[/red]")
-    return table
+    for i in keep:
+        if i == 1:
+            table.add_column(header[i], overflow="fold", width=min(room, max([5, *(len(r[1]) for r in rows)])))
+        else:
+            table.add_column(header[i], no_wrap=True, width=fixed[i])
+    for r in rows:
+        cells = [r[i] for i in keep]
+        if cells[-1] == "yes":
+            cells[-1] = "[green]yes[/green]"
+        else:
+            cells[-1] = "[red]NO[/red]"
+        table.add_row(*(c if j == len(cells) - 1 else escape(c) for j, c in enumerate(cells)))
+    out.print(table, highlight=False)
 
 
 def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root: Path, force: bool,
@@ -103,12 +176,55 @@ def list_presets():
     """List every preset: name, paper, figure, description."""
     from attnlab.registry import all_presets
 
+    presets = all_presets().values()
+    if out.width < NARROW:  # four columns would fold every cell: one block per preset instead
+        for p in presets:
+            out.print(p.name, markup=False, highlight=False)
+            for line in (f"{p.citation}, {p.figure}", p.description):
+                out.print(Padding(line, (0, 0, 0, 4), expand=False), markup=False, highlight=False)
+        return
     table = Table(title="attnlab presets")
-    for col in ("preset", "paper", "figure", "description"):
-        table.add_column(col, overflow="fold")
-    for p in all_presets().values():
+    table.add_column("preset", no_wrap=True)  # the name is what a reader looks for: never folded
+    table.add_column("paper", overflow="fold", max_width=24)
+    table.add_column("figure", overflow="fold", max_width=16)
+    table.add_column("description", overflow="fold")
+    for p in presets:
         table.add_row(p.name, p.citation, p.figure, p.description)
-    out.print(table)
+    out.print(table, markup=False, highlight=False)
+
+
+@app.command()
+def show(preset: Annotated[str, typer.Argument(help="preset name (see 'attnlab list')")]):
+    """Show a preset: paper, figure, description, and each config field (type, default, quick value, meaning)."""
+    from attnlab.app.describe import config_fields
+    from attnlab.registry import get_preset
+
+    p = get_preset(preset)
+    head = Table.grid(padding=(0, 1))
+    head.add_column(no_wrap=True, style="bold")
+    head.add_column(overflow="fold")
+    for label, text in (("preset", p.name), ("paper", p.citation), ("figure", p.figure),
+                        ("description", p.description)):
+        head.add_row(label, text)
+    out.print(head, markup=False, highlight=False)
+    fields = config_fields(p)
+    if out.width < NARROW:  # a table of five columns would fold every cell: one block per field instead
+        out.print("config fields (override with --set key=value):", markup=False, highlight=False)
+        for f in fields:
+            quick = "same" if f.quick == f.default else f.quick
+            out.print(f"{f.name} ({f.type}): default {f.default}, quick {quick}", markup=False, highlight=False)
+            if f.description:
+                out.print(Padding(f.description, (0, 0, 0, 4), expand=False), markup=False, highlight=False)
+        return
+    table = Table(title="config fields (override with --set key=value; * = quick differs)", title_justify="left")
+    table.add_column("field", no_wrap=True)
+    table.add_column("type", overflow="fold", max_width=26)
+    table.add_column("default", overflow="fold", max_width=18)
+    table.add_column("quick", overflow="fold", max_width=18)
+    table.add_column("meaning", overflow="fold")
+    for f in fields:
+        table.add_row(f.name, f.type, f.default, f.quick + (" *" if f.quick != f.default else ""), f.description)
+    out.print(table, markup=False, highlight=False)
 
 
 @app.command()
@@ -129,7 +245,7 @@ def run(
     # oversized config fails in a second with one line instead of after the simulation
     preflight(p, config, seed, out_dir, force)
     res = _run_one(p, config, seed, quick, out_dir, Path("results"), force, figures)
-    out.print(_checks_table({p.name: res}))
+    _print_checks({p.name: res})
     if not all(c["passed"] for c in res.summary.get("checks", [])):
         raise typer.Exit(1)
 
@@ -199,7 +315,7 @@ def reproduce(
     workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
 ):
     """Run every preset (of the named papers) on Dask, then write report.md and report.html."""
-    from attnlab.app.report import write_report
+    from attnlab.app.report import check_summary, write_report
     from attnlab.app.resources import check_memory
     from attnlab.app.store import RunResult
     from attnlab.app.sweep import Task
@@ -227,12 +343,13 @@ def reproduce(
             if o.status == "reused":
                 err.print(f"{o.task.preset}: reusing finished run in {o.run_dir}", markup=False)
     report = write_report(out_dir, results, presets, failed={o.task.preset: o.error for o in failed})
-    out.print(_checks_table(results))
-    n = sum(len(r.summary.get("checks", [])) for r in results.values())
-    n_pass = sum(c["passed"] for r in results.values() for c in r.summary.get("checks", []))
+    _print_checks(results)
+    counts = check_summary(results)
     html = report.with_suffix(".html")
-    out.print(f"{n_pass}/{n} checks passed, {len(failed)} presets failed; report: {report} and {html}")
-    if n_pass < n or failed:
+    out.print(f"{counts['passed']}/{counts['checks']} checks passed ({counts['not evaluated']} not evaluated), "
+              f"negative controls rejected {counts['rejected']}/{counts['controls']}, {len(failed)} presets failed; "
+              f"report: {report} and {html}", markup=False, highlight=False)
+    if counts["passed"] < counts["checks"] or failed:
         raise typer.Exit(1)
 
 
@@ -282,6 +399,61 @@ def sweep(
         raise typer.Exit(1)
 
 
+@app.command()
+def runs(folder: Annotated[Path, typer.Argument(help="results folder, searched recursively")] = Path("results")):
+    """List the finished runs under a folder: preset, seed, size, checks passed, time, finding, path."""
+    from attnlab.app.describe import find_runs
+
+    found = find_runs(folder)
+    if not found:
+        out.print(f"no finished runs under {folder}", markup=False, highlight=False)
+        return
+    # the columns a row is read by (preset, seed, size, checks, time) never wrap; the path gets the width it needs
+    # where there is room (else it folds), the finding what is left (cut with an ellipsis, or left out when fewer
+    # than 12 columns remain); a terminal too narrow even for that gets one block of lines per run
+    essential = ("preset", "seed", "size", "checks", "time")
+    widths = {c: max(len(c), *(len(getattr(r, c)) for r in found)) for c in essential}
+    path_w = max(4, *(len(r.path) for r in found))
+    finding_w = max(7, *(len(r.finding) for r in found))
+    room = out.width - sum(widths.values()) - (3 * (len(essential) + 1) + 1)  # left for the path (6 columns)
+    if room < 12:
+        out.print(f"finished runs under {folder}:", markup=False, highlight=False)
+        for r in found:
+            out.print(r.preset, markup=False, highlight=False)
+            for line in (f"seed {r.seed}, {r.size}, checks {r.checks}, {r.time}", r.path):
+                out.print(Padding(line, (0, 0, 0, 4), expand=False), markup=False, highlight=False)
+    else:
+        show_finding = room - 3 - min(path_w, room) >= 12
+        table = Table(title=f"finished runs under {folder}", title_justify="left")
+        for col in essential:
+            table.add_column(col, no_wrap=True, width=widths[col])
+        if show_finding:
+            table.add_column("finding", no_wrap=True, overflow="ellipsis", width=min(finding_w, room - 3 - path_w))
+        table.add_column("path", overflow="fold", width=min(path_w, room))
+        for r in found:
+            table.add_row(*(getattr(r, c) for c in essential), *([r.finding] if show_finding else []), r.path)
+        out.print(table, markup=False, highlight=False)
+    n_ne = sum(r.not_evaluated for r in found)
+    out.print(f"{len(found)} finished run{'s' if len(found) != 1 else ''}; checks: passed/evaluated"
+              + (", '+k n/e': k checks not evaluated" if n_ne else ""), markup=False, highlight=False)
+
+
+@app.command()
+def plot(
+    run_dir: Annotated[Path, typer.Argument(help="a finished run directory")],
+    animation: Annotated[bool, typer.Option("--animation/--no-animation",
+                                            help="redraw the animated GIF too, for presets that have one")] = True,
+):
+    """Redraw a finished run's figures from its data.zarr and config.json, without rerunning.
+
+    The PNG and PDF files (and a GIF, for presets with an animation) are replaced atomically; nothing else changes."""
+    from attnlab.app.describe import redraw
+
+    written = redraw(run_dir, animation=animation)
+    out.print(f"{len(written)} figure files written in {run_dir}: {', '.join(written) or 'none'}",
+              markup=False, highlight=False, soft_wrap=True)
+
+
 _computed_here = False
 """Whether this process ran a simulation itself (``run``), as opposed to driving Dask workers (``reproduce``,
 ``sweep``): only then may compiled programs still be running on XLA's threads at exit (see :func:`_exit`)."""
@@ -297,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         argv = ["--help"]
+    _size_consoles()
     from attnlab import runtime
 
     runtime.configure()

@@ -1,6 +1,6 @@
 """Run directories: atomic writes, reuse of finished runs, provenance.
 
-A run directory holds ``config.json`` (resolved config, seed, versions, git commit), ``data.zarr`` (the xarray
+A run directory holds ``config.json`` (resolved config, seed, versions, git commit, machine), ``data.zarr`` (the xarray
 dataset), ``summary.json`` (metrics and checks) and the figures (PNG and PDF). It is assembled in a hidden sibling
 ``.NAME.tmp-XXXX`` and renamed into place only when complete, so an interrupted run never leaves a directory that
 looks finished; a directory at the final path is, by construction, a finished run.
@@ -37,7 +37,7 @@ from attnlab.plot import save_figure
 from attnlab.registry import Preset
 
 __all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance", "preflight",
-           "is_finished_run", "check_output_dir", "MAX_SEED"]
+           "is_finished_run", "check_output_dir", "machine", "read_config", "MAX_SEED"]
 
 MAX_SEED = 2**63 - 1
 """The largest root seed: ``jax.random.key`` takes a signed 64-bit integer."""
@@ -65,6 +65,40 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Hardware", "Processor", "cpu model") and value.strip():
+                return " ".join(value.split())
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                 timeout=5)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """The machine a run ran on: ``platform`` (OS and architecture), ``cpu`` (model name) and ``cores`` (logical
+    cores, and those this process may use where that differs)."""
+    import os
+
+    cores = os.cpu_count()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = cores
+    return {"platform": platform.platform(), "cpu": _cpu_model(), "cores": cores,
+            **({"usable_cores": usable} if usable != cores else {})}
+
+
 def provenance() -> dict[str, Any]:
     versions = {"python": platform.python_version()}
     for name in _VERSIONED:
@@ -72,7 +106,8 @@ def provenance() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
-    return {"versions": versions, "git_commit": _git_commit(), "jax_backend": jax.default_backend()}
+    return {"versions": versions, "git_commit": _git_commit(), "jax_backend": jax.default_backend(),
+            "machine": machine()}
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -90,7 +125,9 @@ def read_data(run_dir: Path):
         return ds.load()
 
 
-def _read_config(run_dir: Path) -> dict | None:
+def read_config(run_dir: Path) -> dict | None:
+    """The record in a run's ``config.json`` (None when it is missing or not a JSON object)."""
+    run_dir = Path(run_dir)
     try:
         cfg = json.loads((run_dir / "config.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -101,12 +138,12 @@ def _read_config(run_dir: Path) -> dict | None:
 def is_finished_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` is a finished run of attnlab: ``config.json`` with a ``config_hash``, and ``summary.json``."""
     run_dir = Path(run_dir)
-    cfg = _read_config(run_dir) if run_dir.is_dir() else None
+    cfg = read_config(run_dir) if run_dir.is_dir() else None
     return cfg is not None and isinstance(cfg.get("config_hash"), str) and (run_dir / "summary.json").is_file()
 
 
 def _finished_with_hash(run_dir: Path, digest: str) -> bool:
-    cfg = _read_config(run_dir)
+    cfg = read_config(run_dir)
     return cfg is not None and cfg.get("config_hash") == digest and (run_dir / "summary.json").is_file()
 
 
