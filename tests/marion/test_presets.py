@@ -89,3 +89,16 @@ def test_monte_carlo_check_rejects_the_spurious_point():
     assert all(c.passed and c.control_rejected for c in checks)
     assert metrics["fraction_reaching_oracle"] == 1.0
     assert finding(metrics, None).startswith("2/2 runs reach the oracle")
+
+
+def test_a_diverged_run_leaves_its_checks_not_evaluated():
+    """step_size = 1e300 overflows: every tolerance and simulated value is non-finite, so summarize returns
+    not-evaluated checks with the reason instead of failing to build a Check with a NaN tolerance."""
+    import attnlab
+
+    run = attnlab.run("marion-sgd", quick=True, step_size=1e300, n_repeats=2, n_steps=2000, log_every=1000,
+                      n_mc=1000, n_mc_frame=10_000)
+    assert run.checks and not run.passed
+    for c in run.checks:
+        assert c.status == "not evaluated" and "non-finite" in c.reason, (c.name, c.reason)
+        assert c.control_rejected is None
