@@ -156,3 +156,22 @@ def test_sample_complexity_lambda_grid_search_picks_the_lowest_replica_test_erro
     assert lam == float(grid.lam_grid[int(np.argmin(np.where(stable, grid.values, np.inf)))])
     assert float(ds.replica_test_error.sel(activation="softmax", alpha=2.0)) == float(grid.sel(lam_grid=lam))
     assert bool(ds.replica_converged.all()) and np.all(ds.replica_at_eigenvalue.values < 1)
+
+
+def test_fields_that_take_inf_declare_it_with_allow_inf_nan():
+    """nu_max (default inf) and nu (inf for max-SLR) allow inf through pydantic's allow_inf_nan, not the wording of
+    their descriptions; NaN stays invalid."""
+    from attnlab.duranthon.presets import ActivationsConfig, LowSNRConfig, SampleComplexityConfig
+
+    for cls, name in ((ActivationsConfig, "nu_max"), (SampleComplexityConfig, "nu"), (LowSNRConfig, "nu")):
+        info = cls.model_fields[name]
+        assert any(getattr(m, "allow_inf_nan", None) is True for m in info.metadata), (cls.__name__, name)
+        assert "inf allowed" not in (info.description or "")
+    assert resolve_config("duranthon-activations", quick=True).nu_max == math.inf
+    assert resolve_config("duranthon-sample-complexity", quick=True,
+                          overrides={"setting": "fig3-max-nuinf"}).nu == math.inf
+    assert resolve_config("duranthon-low-snr", quick=True, overrides={"model": "max", "nu": math.inf}).nu == math.inf
+    for name, bad in (("duranthon-activations", {"nu_max": math.nan}), ("duranthon-low-snr", {"nu": math.nan}),
+                      ("duranthon-sample-complexity", {"lam": math.inf})):
+        with pytest.raises(AttnlabError):
+            resolve_config(name, quick=True, overrides=bad)

@@ -27,7 +27,15 @@ import numpy as np
 import scipy.optimize
 
 from attnlab.duranthon.activations import Activation
-from attnlab.duranthon.data import c_nu, sample_scores, sample_sequences
+from attnlab.duranthon.data import (
+    _flags,
+    _length_probs,
+    _sample_sequences,
+    c_nu,
+    check_model,
+    length_law,
+    sample_scores,
+)
 
 __all__ = ["ERMOverlaps", "erm_overlaps", "erm_objective", "ERMResult", "fit_erm", "informed_start", "random_start",
            "erm_overlap_risk", "ridge_solution", "fresh_test_error"]
@@ -173,12 +181,21 @@ def erm_overlap_risk(key, act: Activation, model: str, nu, L, o: ERMOverlaps, n:
 def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu, L, n: int, noise_std=0.0,
                      chunk: int = 2000):
     """Test error ``E[(y - f(X))^2]`` of the predictor (k, v) on a fresh set of ``n`` sequences drawn in R^D (in
-    chunks of ``chunk`` sequences): (mean, SE)."""
-    D = k_star.shape[-1]
-    vals = []
-    for key_i in jax.random.split(key, max(1, math.ceil(n / chunk))):
-        b = sample_sequences(key_i, k_star, v_star, model, nu, L, chunk, noise_std)
-        f = jnp.sum(act(b.X @ k / math.sqrt(D), b.mask) * (b.X @ v / math.sqrt(D)), axis=-1)
-        vals.append((b.y - f) ** 2)
-    vals = jnp.concatenate(vals)
+    chunks of ``chunk`` sequences, one compiled loop over the chunks): (mean, SE)."""
+    nu = check_model(model, nu)
+    keys = jax.random.split(key, max(1, math.ceil(n / chunk)))
+    vals = _test_squared_errors(keys, act, jnp.asarray(k), jnp.asarray(v), jnp.asarray(k_star), jnp.asarray(v_star),
+                                *_flags(model, nu), _length_probs(length_law(L)), int(chunk), noise_std)
     return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(vals.size))
+
+
+@partial(jax.jit, static_argnames=("act", "chunk"))
+def _test_squared_errors(keys, act, k, v, k_star, v_star, is_spiked, nu_is_inf, nu, probs, chunk, noise_std):
+    D = k_star.shape[-1]
+
+    def one(key_i):
+        b = _sample_sequences(key_i, k_star, v_star, is_spiked, nu_is_inf, nu, probs, chunk, noise_std)
+        f = jnp.sum(act(b.X @ k / math.sqrt(D), b.mask) * (b.X @ v / math.sqrt(D)), axis=-1)
+        return (b.y - f) ** 2
+
+    return jax.lax.map(one, keys).reshape(-1)

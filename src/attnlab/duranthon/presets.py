@@ -215,7 +215,7 @@ class ActivationsConfig(ExperimentConfig):
     """Config of ``duranthon-activations``: fixed L in {1, 2, 3} and L ~ U{1, 2, 3} for each model."""
 
     nu_spiked: float = pydantic.Field(5.0, gt=0, allow_inf_nan=False, description="nu of spiked-SLR")
-    nu_max: float = pydantic.Field(math.inf, gt=0, description="nu of max-SLR (inf allowed)")
+    nu_max: float = pydantic.Field(math.inf, gt=0, allow_inf_nan=True, description="nu of max-SLR (may be inf)")
     activations: tuple[ActName, ...] = ACTIVATIONS
     n_mc: int = pydantic.Field(100_000, ge=1000, description="Monte Carlo samples per risk estimate")
     kappa_max: float = pydantic.Field(1000.0, gt=0, description="upper end of the key-scale search")
@@ -308,7 +308,7 @@ class SampleComplexityConfig(_ReplicaVsERMConfig):
     """
 
     setting: Literal["custom", "fig3-spiked-nu1", "fig3-spiked-nu2", "fig3-max-nuinf"] = "custom"
-    nu: float = pydantic.Field(5.0, gt=0, description="signal strength (inf allowed for max-SLR)")
+    nu: float = pydantic.Field(5.0, gt=0, allow_inf_nan=True, description="signal strength (may be inf for max-SLR)")
     L: int = pydantic.Field(2, ge=1, description="sequence length")
     alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
     lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v (when lam_grid is empty)")
@@ -354,8 +354,8 @@ register(Preset(
                 "Bayes-optimal curve (spiked-SLR) and Bayes floor at alpha = inf.",
     config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
     plot=plot_sample_complexity, defaults={}, finding=_finding_sample_complexity,
-    quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 300, "sqrt_ND": 150.0, "n_seeds": 3,
-           "n_test": 1000, "n_risk": 5000},
+    quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 1000, "n_sets": 4, "sqrt_ND": 150.0,
+           "n_seeds": 8, "n_test": 4000, "n_risk": 20_000},
 ))
 
 
@@ -367,7 +367,7 @@ register(Preset(
 class LowSNRConfig(_ReplicaVsERMConfig):
     """Config of ``duranthon-low-snr`` (spiked-SLR by default, nu = 1, L = 3: the paper's low-SNR setting)."""
 
-    nu: float = pydantic.Field(1.0, gt=0, description="signal strength (inf allowed for max-SLR)")
+    nu: float = pydantic.Field(1.0, gt=0, allow_inf_nan=True, description="signal strength (may be inf for max-SLR)")
     L: int = pydantic.Field(3, ge=1, description="sequence length")
     alphas: tuple[float, ...] = pydantic.Field((2.0,), min_length=1)
     lams: tuple[float, ...] = pydantic.Field((1.0, 0.3, 0.1, 0.03, 0.01), min_length=2,
@@ -401,6 +401,6 @@ register(Preset(
                 "L-BFGS ERM from informed and random starts, with per-point solver diagnostics.",
     config_cls=LowSNRConfig, run=run_low_snr, summarize=_quiet(summarize_low_snr), plot=_quiet(plot_low_snr),
     defaults={}, finding=_finding_low_snr,
-    quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 2, "n_test": 1000, "n_risk": 5000,
+    quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 6, "n_test": 10_000, "n_risk": 5000,
            "max_iter": 100},
 ))

@@ -19,7 +19,9 @@ For each activation and each alpha:
   ``n_seeds`` teachers and data sets; overlaps, training loss, test error on a fresh set, and each fit's convergence
   report (``sim_converged``, ``sim_status``);
 * Bayes-optimal (spiked-SLR, and max-SLR at nu = inf): :func:`attnlab.duranthon.replica.solve_bayes_optimal` on a
-  frozen set of ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE).
+  frozen set of ``n_bo`` samples, continued in alpha, and its test error by Monte Carlo (``n_risk`` samples, with SE),
+  and its excess over the population Bayes risk on common samples
+  (:func:`attnlab.duranthon.replica.bayes_optimal_excess`, with the SE of the paired differences).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from attnlab.duranthon.data import sample_sequences, sample_teacher_sqrtD
 from attnlab.duranthon.erm import ERMOverlaps, erm_overlaps, fit_erm, fresh_test_error, informed_start
 from attnlab.duranthon.population import bayes_risk_mc, overlap_risk
 from attnlab.duranthon.replica import (
+    bayes_optimal_excess,
     bayes_optimal_test_error,
     frozen_samples,
     rescaled_start,
@@ -157,6 +160,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     bayes, bayes_se = bayes_risk_mc(k_bayes, model, nu, L, n_risk)
     bo = np.full((n_al, 2), np.nan)
     bo_test, bo_se = np.full(n_al, np.nan), np.full(n_al, np.nan)
+    bo_excess, bo_excess_se = np.full(n_al, np.nan), np.full(n_al, np.nan)
     bo_res, bo_conv = np.full(n_al, np.nan), np.zeros(n_al, bool)
     if model == "spiked" or math.isinf(nu):  # BO equations: spiked-SLR, and max-SLR at nu = inf
         bo_set = frozen_samples(jax.random.fold_in(k_bayes, 1), model, nu, L, n_bo)
@@ -168,6 +172,8 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                 q0 = (r.q_k, r.q_v)
                 bo_test[i], bo_se[i] = bayes_optimal_test_error(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
                                                                 r.q_v, n_risk, model=model)
+                bo_excess[i], bo_excess_se[i] = bayes_optimal_excess(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
+                                                                     r.q_v, n_risk, model=model)
     u = {"units": "1"}
     data = {
         "replica_order": (("activation", "alpha", "set", "order"), rep, u),
@@ -197,6 +203,9 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "bo_overlaps": (("alpha", "bo_order"), bo, {**u, "long_name": "Bayes-optimal (q_k, q_v)"}),
         "bo_test_error": (("alpha",), bo_test, {**u, "long_name": "Bayes-optimal test error (spiked; max at nu=inf)"}),
         "bo_test_error_se": (("alpha",), bo_se, u),
+        "bo_excess": (("alpha",), bo_excess, {**u, "long_name": "Bayes-optimal test error minus the population Bayes "
+                                                                "risk, paired (common samples)"}),
+        "bo_excess_se": (("alpha",), bo_excess_se, u),
         "bo_residual": (("alpha",), bo_res, u), "bo_converged": (("alpha",), bo_conv, u),
     }
     coords = {"activation": list(activations), "alpha": alphas, "set": np.arange(n_sets), "order": list(_ORDER),

@@ -204,12 +204,23 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                                         max(0.0, bo - erm), tol, "one-sided, 5 SE",
                                         control="the reversed inequality ERM <= BO: max(0, ERM - BO)",
                                         control_simulation=max(0.0, erm - bo)))
-            floor = float(ds.bayes_population)
-            tol = 5 * math.hypot(bo_se, float(ds.bayes_population_se))
+            # BO - Bayes on common samples (paired SE): the two unpaired risks' SEs are each larger than the gap
+            if "bo_excess" in ds:
+                gap, tol = float(p.bo_excess), 5 * float(p.bo_excess_se)
+                basis = "one-sided, 5 SE of the paired difference (common samples)"
+            else:  # a dataset written before the paired estimate
+                gap = bo - float(ds.bayes_population)
+                tol = 5 * math.hypot(bo_se, float(ds.bayes_population_se))
+                basis = "one-sided, 5 SE"
+            metrics[f"bo_minus_bayes_alpha{al:g}"] = gap
+            if not (math.isfinite(gap) and math.isfinite(tol) and tol > 0):
+                checks.append(Check.not_evaluated(f"Bayes-optimal >= population Bayes risk, alpha={al:g}",
+                                                  "no finite paired estimate of BO - Bayes", theory=0.0))
+                continue
             checks.append(Check(f"Bayes-optimal >= population Bayes risk, alpha={al:g}: max(0, Bayes - BO)", 0.0,
-                                max(0.0, floor - bo), tol, "one-sided, 5 SE",
+                                max(0.0, -gap), tol, basis,
                                 control="the reversed inequality BO <= Bayes: max(0, BO - Bayes)",
-                                control_simulation=max(0.0, bo - floor)))
+                                control_simulation=max(0.0, gap)))
     return metrics, checks
 
 
@@ -222,11 +233,18 @@ def _mean_se(x, axis):
 
 def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
     """Metrics per (alpha, lambda, V_hat estimator, branch): replica test error (mean over frozen sets), ERM test
-    error per start (mean over seeds), their gap, the non-convex fraction and the jump terms' z-scores. Checks: at the
-    largest lambda (the control, where the proximal problem is convex) the replica matches ERM (5 SE) and the jump
-    terms vanish (5 SE); wherever no sample is non-convex the jump terms vanish (5 SE)."""
+    error per start (mean over seeds), their gap, the non-convex fraction and the jump terms' z-scores
+    (``jump_max_z_where_convex``: the largest |jump|/SE over the points and sets whose proximal problems are all convex,
+    where Stein and pointwise V_hat agree). Checks: at the largest lambda (the control, where the proximal problem is
+    convex) the replica matches informed ERM (5 SE of the ERM mean over data sets combined with the replica's SE over
+    frozen sets), and RS is stable there (AT condition).
+
+    The jump terms are reported as metrics, not checks: "jump = 0 where convex" has no power at affordable sizes. Its
+    natural control, the jump term at the smallest lambda, is within 1 SE of the convex points' jump SE at quick size
+    (256 frozen samples: SE about 0.1 at lambda = 1, jump about 0.05 at lambda = 0.1), so a 5 SE check would pass
+    the wrong counterpart as well."""
     metrics = {"fixed_points_converged_fraction": float(ds.replica_converged.mean())}
-    checks, gaps = [], []
+    checks, gaps, convex_z = [], [], []
     lam_max = float(ds.lam.max())
     for al in ds.alpha.values:
         for lam in ds.lam.values:
@@ -270,24 +288,16 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                                                 f"5 SE ({ds.sizes['seed']} ERM seeds, {ds.sizes['set']} sets)",
                                                 control=f"the replica test error at the wrong lambda ({lam_w:g})",
                                                 control_theory=te_w))
-                    if jac == ds.jacobian.values[0] and conv:
-                        for s in ds.set.values:
-                            r = q.sel(set=s)
-                            if float(r.replica_nonconvex_fraction) == 0.0:
-                                for sec in ("k", "v"):
-                                    j = float(r.replica_jump.sel(jump=f"jump_{sec}"))
-                                    js = float(r.replica_jump.sel(jump=f"jump_{sec}_se"))
-                                    if math.isfinite(j):
-                                        lam_lo = float(ds.lam.min())
-                                        jw = float(ds.replica_jump.sel(alpha=al, lam=lam_lo, jacobian=jac, branch=br,
-                                                                       set=s, jump=f"jump_{sec}"))
-                                        checks.append(Check(f"V_hat_{sec}: Stein = pointwise where every proximal "
-                                                            f"problem is convex ({br}, lambda={lam:g}, alpha={al:g}, "
-                                                            f"set {int(s)})", 0.0, j, 5 * js + ROUND_OFF, "5 SE",
-                                                            control=f"the jump term at the smallest lambda of the "
-                                                            f"path ({lam_lo:g}), where proximal problems are non-convex",
-                                                            control_simulation=jw if math.isfinite(jw) else None))
+                    if conv:
+                        # |jump|/SE over the sets whose proximal problems are all convex (where Stein = pointwise)
+                        cvx = q.replica_nonconvex_fraction.values == 0.0
+                        for sec in ("k", "v"):
+                            j = q.replica_jump.sel(jump=f"jump_{sec}").values[cvx]
+                            js = q.replica_jump.sel(jump=f"jump_{sec}_se").values[cvx]
+                            ok = np.isfinite(j) & (js > 0)
+                            convex_z.extend(np.abs(j[ok]) / js[ok])
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    metrics["jump_max_z_where_convex"] = float(max(convex_z)) if convex_z else float("nan")
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:
         # where RS is locally unstable (replicon eigenvalue >= 1, :func:`attnlab.duranthon.replica.at_eigenvalue`) the RS

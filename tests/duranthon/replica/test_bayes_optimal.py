@@ -153,3 +153,17 @@ def test_max_slr_bayes_optimal_curve_converges_and_falls_towards_zero():
     assert means[-1] < 0.1
     with pytest.raises(ValueError, match="nu = inf"):
         solve_bayes_optimal(1.0, 3.0, s, model="max")
+
+
+def test_paired_excess_is_the_difference_of_the_two_risks_with_a_far_smaller_se():
+    from attnlab.duranthon.population import bayes_risk_mc
+    from attnlab.duranthon.replica import bayes_optimal_excess
+
+    nu, L, n, key = 5.0, 2, 20_000, jax.random.key(2)
+    q_k, q_v = 8 * nu / (1 + 8 * nu), 1.0
+    bo, bo_se = bayes_optimal_test_error(key, nu, L, q_k, q_v, n)
+    ex, ex_se = bayes_optimal_excess(key, nu, L, q_k, q_v, n)
+    bayes, bayes_se = bayes_risk_mc(jax.random.split(key)[0], "spiked", nu, L, n)  # the same score draws
+    assert ex == pytest.approx(bo - bayes, abs=1e-6)
+    assert ex > 5 * ex_se and ex_se < 0.5 * math.hypot(bo_se, bayes_se)
+    assert bayes_optimal_excess(key, nu, L, 1.0, 1.0, n) == pytest.approx((0.0, 0.0), abs=1e-7)  # q = 1: Bayes

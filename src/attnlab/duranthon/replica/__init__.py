@@ -99,6 +99,7 @@ ansatz itself is locally unstable, so a converged RS point would not be the righ
 from attnlab.duranthon.replica.anderson import fixed_point
 from attnlab.duranthon.replica.bayes_optimal import (
     BOResult,
+    bayes_optimal_excess,
     bayes_optimal_test_error,
     log_argmax_probs,
     solve_bayes_optimal,
@@ -124,4 +125,4 @@ __all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "evaluate_
            "ReplicaResult", "solve_replica", "lambda_path", "continue_in_lambda", "continue_in_alpha", "standard_starts",
            "BranchCurve", "replica_curve", "ridge_fixed_point", "fixed_point", "secant_predictor", "rescaled_start",
            "at_eigenvalue", "compile_blocks", "solve_bayes_optimal", "BOResult", "bayes_optimal_test_error",
-           "log_argmax_probs"]
+           "bayes_optimal_excess", "log_argmax_probs"]

@@ -13,7 +13,8 @@ from attnlab.duranthon.data import check_model, sample_scores
 from attnlab.duranthon.replica.anderson import fixed_point
 from attnlab.duranthon.replica.samples import FrozenSamples
 
-__all__ = ["solve_bayes_optimal", "BOResult", "bayes_optimal_test_error", "log_argmax_probs"]
+__all__ = ["solve_bayes_optimal", "BOResult", "bayes_optimal_test_error", "bayes_optimal_excess",
+           "log_argmax_probs"]
 
 
 @jax.jit
@@ -180,6 +181,29 @@ def bayes_optimal_test_error(key, nu: float, L, q_k: float, q_v: float, n: int, 
     omega^v is independent of omega^k with variance q_v). At q = 1 this is the population Bayes risk (Prop. 4.2).
     ``model="max"`` (nu = inf): softmax(sqrt(nu) omega^k) becomes the argmax probabilities pi~(omega^k) of
     :func:`solve_bayes_optimal`."""
+    vals, _ = _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model)
+    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+
+
+def bayes_optimal_excess(key, nu: float, L, q_k: float, q_v: float, n: int, model: str = "spiked"):
+    r"""The Bayes-optimal test error at the fixed point minus the population Bayes risk, ``E_BO - E_Bayes``, by Monte
+    Carlo on common samples: (mean, SE of the paired differences). Per sample, ``|softmax(c_nu chi*)|^2 -
+    q_v |softmax(sqrt(nu) omega^k)|^2`` (the two risks of :func:`bayes_optimal_test_error` and
+    :func:`attnlab.duranthon.population.bayes_risk_mc` on the same draw; at nu = inf on max-SLR the Bayes risk is 0).
+    The two risks are strongly correlated, so the SE of the difference is far below either risk's own SE: the
+    inequality E_BO >= E_Bayes is resolved at sample sizes where the two unpaired estimates are not."""
+    vals, s = _bo_test_values(key, nu, L, q_k, q_v, n, 0.0, model)
+    if model == "max":  # nu = inf: the location is read off chi* exactly
+        bayes = jnp.zeros(n)
+    else:
+        pb = jnp.where(s.mask, jax.nn.softmax(jnp.where(s.mask, math.sqrt(nu) * s.chi, -jnp.inf), axis=-1), 0.0)
+        bayes = 1.0 - jnp.sum(pb * pb, -1)
+    d = vals - bayes
+    return float(jnp.mean(d)), float(jnp.std(d, ddof=1) / math.sqrt(n))
+
+
+def _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model):
+    """Per-sample values of the Bayes-optimal test error and the scores they were drawn on."""
     nu = _check_bo_model(model, nu)
     if not (0 <= q_k <= 1 and 0 <= q_v <= 1):
         raise ValueError(f"Bayes-optimal overlaps lie in [0, 1], got {q_k}, {q_v}")
@@ -190,5 +214,4 @@ def bayes_optimal_test_error(key, nu: float, L, q_k: float, q_v: float, n: int, 
         p = jnp.where(s.mask, jnp.exp(_log_argmax_probs_batch(om, s.mask, 1.0 - q_k)), 0.0)
     else:
         p = jnp.where(s.mask, jax.nn.softmax(jnp.where(s.mask, math.sqrt(nu) * om, -jnp.inf), axis=-1), 0.0)
-    vals = 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1)
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+    return 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1), s
