@@ -22,7 +22,7 @@ def estimate(preset, config) -> float | None:
     try:
         module = importlib.import_module(f"attnlab.{preset.paper}.memory")
     except ModuleNotFoundError as e:
-        if e.name != f"attnlab.{preset.paper}.memory":
+        if e.name not in (f"attnlab.{preset.paper}.memory", f"attnlab.{preset.paper}"):
             raise
         return None
     try:

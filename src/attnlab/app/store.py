@@ -197,8 +197,11 @@ def preflight(preset: Preset, config: ExperimentConfig, seed: int, run_dir: Path
 
 
 def _non_finite_check(checks):
-    """The first evaluated check whose theory or simulation is NaN or infinite (None when all are finite)."""
+    """The first check whose theory or simulation is NaN or infinite, or that a summary left unevaluated because
+    its results were not finite (reason starting "non-finite"); None when all are finite."""
     for c in checks:
+        if str(getattr(c, "reason", "")).startswith("non-finite"):
+            return c
         if getattr(c, "evaluated", True):
             try:
                 finite = math.isfinite(float(c.theory)) and math.isfinite(float(c.simulation))
@@ -260,8 +263,9 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         bad = _non_finite_check(checks)
         if bad is not None:
             name = " ".join(str(bad.name).split())
-            raise NonFiniteResultError(f"{preset.name}: the results are not finite (check {name!r}: theory "
-                                       f"{float(bad.theory):.6g}, simulation {float(bad.simulation):.6g}); "
+            what = (getattr(bad, "reason", "") or f"theory {float(bad.theory):.6g}, simulation "
+                                                  f"{float(bad.simulation):.6g}")
+            raise NonFiniteResultError(f"{preset.name}: the results are not finite (check {name!r}: {what}); "
                                        "nothing was written")
         # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, opens without warnings.
         ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2)
