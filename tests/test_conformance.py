@@ -5,10 +5,13 @@ passing and with power: its negative control (the same check on a deliberately w
 import json
 import math
 
+import matplotlib.pyplot as plt
 import pytest
 
-import attnlab
-from attnlab.registry import Check, all_presets
+from attnlab import runtime
+from attnlab.api import Run
+from attnlab.app import store
+from attnlab.registry import Check, all_presets, resolve_config
 
 
 def _strict(text: str):
@@ -20,7 +23,16 @@ def _strict(text: str):
 
 @pytest.mark.parametrize("name", sorted(all_presets()))
 def test_preset_conforms(name, tmp_path):
-    run = attnlab.run(name, quick=True, out=tmp_path / "run")
+    preset = all_presets()[name]
+    config = resolve_config(preset, quick=True)
+    res = store.run_preset(preset, config, 0, quick=True, out_dir=tmp_path / "run", figures=False)
+    s = res.summary
+    run = Run(preset, config, 0, True, store.read_data(res.run_dir), s["metrics"],
+              [Check.from_dict(c) for c in s["checks"]], s["implementations"], s["elapsed_s"], s["finding"])
+    with runtime.x64():
+        figures = preset.plot(run.data, config)  # drawn from the stored data (saving them is tested elsewhere)
+    assert figures and all(f.axes for f in figures.values())
+    plt.close("all")
     summary = _strict((tmp_path / "run" / "summary.json").read_text())
     _strict((tmp_path / "run" / "config.json").read_text())
     assert summary["finding"] and "\n" not in summary["finding"], "a one-line finding in words"

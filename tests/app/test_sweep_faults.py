@@ -24,7 +24,16 @@ def _runs(out: Path):
         if (out / "marion-manifold").is_dir() else []
 
 
-def test_unknown_plot_metric_is_rejected_after_the_first_task(tmp_path, capsys):
+def _in_process(monkeypatch):
+    """Dask workers as threads of this process (no worker processes to start, compiled programs shared): the
+    behaviour under test is the driver's."""
+    make = engine.make_client
+    monkeypatch.setattr(engine, "make_client", lambda scheduler=None, workers=None, processes=True:
+                        make(scheduler, workers, processes=False))
+
+
+def test_unknown_plot_metric_is_rejected_after_the_first_task(tmp_path, capsys, monkeypatch):
+    _in_process(monkeypatch)
     out = tmp_path / "sw"
     rc = main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.05,0.1,0.15,0.2", *CHEAP, "--seeds", "2",
                "--workers", "1", "--out", str(out), "--plot", "final_abs_kapa_median"])
@@ -37,9 +46,10 @@ def test_unknown_plot_metric_is_rejected_after_the_first_task(tmp_path, capsys):
     assert not (out / "sweep.zarr").exists()
 
 
-def test_without_a_terminal_a_line_per_task_and_no_dashboard_warning(tmp_path, capsys):
+def test_without_a_terminal_a_line_per_task_and_no_dashboard_warning(tmp_path, capsys, monkeypatch):
     """capsys is no terminal: one progress line per finished task, whose 'running' never exceeds the workers;
     the scheduler's HTTP server never asks for port 8787 (taken here, by us or by someone else)."""
+    _in_process(monkeypatch)
     blocker = socket.socket()
     try:
         blocker.bind(("127.0.0.1", 8787))
@@ -68,7 +78,7 @@ def test_running_counts_the_tasks_on_workers_not_the_queue(tmp_path):
     tasks = engine.expand_grid(get_preset("marion-manifold"), engine.parse_grid(["n_steps=400", "log_every=100",
                                "n_repeats=2", "n_mc=200", "lambda0=0.05,0.1,0.15"]), [0, 1], True, False)
     seen = []
-    client = engine.make_client(None, 2)
+    client = engine.make_client(None, 2, processes=False)
     try:
         engine.run_tasks(client, tasks, tmp_path, lambda counts, outcome=None: seen.append(counts["running"]))
     finally:
