@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+from attnlab import runtime
 from attnlab.registry import all_presets, resolve_config
 
 TINY = {"n_samples": 2000, "n_seeds": 2, "n_reference": 300, "n_boot": 20}
@@ -87,3 +88,15 @@ def test_reference_check_beyond_the_kernels_token_limit():
 
     with pytest.raises(AttnlabError, match="n_tokens <= 16"):
         sakai.implementations(cfg.model_copy(update={"implementation": "native"}))
+
+
+def test_progress_advances_through_the_run():
+    """The progress callback moves through the run's stages (draws and reference per H, KDE, KS/W1, one bootstrap
+    per configuration) instead of jumping from 0 to the end."""
+    calls = []
+    p = all_presets()["sakai-vary-width"]
+    cfg = resolve_config(p, quick=True, overrides=TINY)
+    with runtime.x64():
+        p.run(cfg, jax.random.key(0), lambda done, total: calls.append((done, total)))
+    done = [d for d, _ in calls]
+    assert len(set(done)) >= 5 and done == sorted(done) and calls[-1][0] == calls[-1][1]

@@ -222,7 +222,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     impl = implementations(cfg)
     configs = cfg.configs()
     heads = sorted({H for _, _, H in configs})
-    n_steps = 2 * len(heads) + 2
+    n_steps = 2 * len(heads) + 3 + len(configs)  # per H: draws, reference; KDE; KS/W1; a bootstrap per config; RB
     tick = (lambda i: progress(i, n_steps)) if progress is not None else (lambda i: None)
     k_fin, k_ref, k_boot, k_gauss, k_ref_exact = jax.random.split(key, 5)
     S, N = cfg.n_seeds, cfg.n_samples
@@ -289,8 +289,13 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
                               np.concatenate([y_lim[hidx].reshape(C, S * N), y_null.reshape(nh, S * N)]),
                               impl["distances"])
     pooled, pooled_null = pooled_rows[:C], pooled_rows[C:]
-    boot = np.array([_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot, impl["distances"])
-                     for c in range(C)])
+    tick(2 * len(heads) + 2)
+    boot = []
+    for c in range(C):
+        boot.append(_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot,
+                               impl["distances"]))
+        tick(2 * len(heads) + 3 + c)
+    boot = np.array(boot)
     boot_ci = np.percentile(boot, [2.5, 97.5], axis=-1)  # (2, C, 2 stats)
 
     # Rao-Blackwellised KL of the scale mixtures (seed 0), its floor, and the Gaussian baseline of the limit
