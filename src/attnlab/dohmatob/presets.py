@@ -23,7 +23,7 @@
   token's logit margin (c mu - psi) beta d outgrows its fluctuation gamma beta sqrt(d), mean field vs Monte Carlo
   within 5 SE (20,000 in-frame sequences per point). Measured at full size: the 24 p > 0.99 final iterates differ
   by at most 0.0206-0.0218 (7.4-8.3 SE) at d = 100 and by at most 0.0018-0.0034 (within 5 SE) at d = 1600 (two
-  sessions' draws), so the d = 100 gap is
+  independent Monte Carlo draws), so the d = 100 gap is
   the finite-d fluctuation of the secret logit that the mean field drops, as spec B4 [I] suggests, and not an error
   of the formula (metric ``mean_field_vs_mc_max_gap_p_above_0_99_at_d_1600``). (2) final nu of the flow vs RGD from the
   mu0 start, linear link, within the n-sample fit error ``d (eps^2 + risk) / (2 n gamma^2)`` + 5 SE; the mean-field
@@ -47,7 +47,7 @@
   (1.6-1.9 ms per repeat-step for the six runs of a repeat on the 2-core Zen 1 machine, 25-34 s for the preset's RGD).
   ``--set token_dtype=float64`` gives the all-float64 run (``implementation`` auto resolves to jax).
   Measured findings (full size, seed 0): linear mu0 start ends at nu = 0.999, mu = 0.59, test excess 0.0064-0.0088
-  (the held-out draws of two sessions; spec B7: 0.998, 0.59, 0.0075); random starts do not learn (test 1.26-1.28,
+  (two independent held-out draws; the official run: 0.998, 0.59, 0.0075); random starts do not learn (test 1.26-1.28,
   train 0.39; spec 1.29-1.31 and 0.40-0.42). ReLU from mu0 learns more slowly (test 0.016-0.017). Quadratic from
   mu0 loses the secret token within 50 steps (mu -> -0.55..-0.59)
   and never learns, while its mean-field flow learns nu -> +-1: at the start the largest eigenvalue of the v-Hessian
