@@ -192,7 +192,7 @@ def bench_distances(pieces, size):
 # The hand-written adaptive Bogacki-Shampine 3(2) stepper that attnlab.bruno.integrate.simulate_adaptive used until
 # this benchmark measured diffrax.Bosh3 at 1.0x its preset wall time (it now calls diffrax): kept here, verbatim, as
 # the baseline of the bs32 row. k4 at the renormalised point (first same as last), renormalisation every step.
-from attnlab.bruno.integrate import _split_model, drift, normalize  # noqa: E402
+from attnlab.bruno.integrate import adaptive_inputs, drift, normalize  # noqa: E402
 
 
 def _hw_bs32_segment(x, k1, t, t_end, h, model, tol, dt_max, max_steps):
@@ -248,18 +248,7 @@ def handwritten_simulate_adaptive(x0, model, times: Sequence[float], *, tol: flo
     0.1 / (beta |V| |K^T Q|), a third of the paper's explicit-Euler budget dt beta = 0.3); ``dt_max`` caps the step.
     Raises RuntimeError if a segment needs more than ``max_steps`` steps.
     """
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] <= 0:
-        raise ValueError("times must be a nonempty, strictly increasing sequence of positive numbers")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0 (got {tol})")
-    if not dt_max > 0 or (dt0 is not None and not dt0 > 0):
-        raise ValueError("dt0 and dt_max must be > 0")
-    x, static, mats = _split_model(x0, model)
-    if dt0 is None:
-        scale = model.beta * np.linalg.norm(np.asarray(model.V), 2) * np.linalg.norm(
-            np.asarray(model.K).T @ np.asarray(model.Q), 2)
-        dt0 = 0.1 / max(scale, 1e-12)
+    times, x, static, mats, dt0 = adaptive_inputs(x0, model, times, tol, dt0, dt_max)
     batch = x.shape[:-2]
     t = jnp.zeros(batch, x.dtype)
     h = jnp.full(batch, min(dt0, dt_max), x.dtype)

@@ -196,6 +196,24 @@ def _adaptive_segment(x, t0, t1, h, Q, K, V, static: Model, tol, dt_max, max_ste
     return jax.vmap(one)(x, h) if x.ndim == 3 else one(x, h)
 
 
+def adaptive_inputs(x0, model: Model, times, tol, dt0, dt_max):
+    """Validated inputs of an adaptive integration: ``(times, x, static, mats, dt0)``, the first trial step defaulting
+    to 0.1 / (beta |V| |K^T Q|). Raises ValueError on bad times, tolerance or steps."""
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] <= 0:
+        raise ValueError("times must be a nonempty, strictly increasing sequence of positive numbers")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0 (got {tol})")
+    if not dt_max > 0 or (dt0 is not None and not dt0 > 0):
+        raise ValueError("dt0 and dt_max must be > 0")
+    x, static, mats = _split_model(x0, model)
+    if dt0 is None:
+        scale = model.beta * np.linalg.norm(np.asarray(model.V), 2) * np.linalg.norm(
+            np.asarray(model.K).T @ np.asarray(model.Q), 2)
+        dt0 = 0.1 / max(scale, 1e-12)
+    return times, x, static, mats, dt0
+
+
 def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 1e-6, dt0: float | None = None,
                       dt_max: float = np.inf, max_steps: int = 1_000_000, observe: Callable | None = None,
                       progress: Callable | None = None):
@@ -210,18 +228,7 @@ def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 
     of the segment before. Raises RuntimeError if a segment needs more than ``max_steps`` steps (accepted and
     rejected).
     """
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] <= 0:
-        raise ValueError("times must be a nonempty, strictly increasing sequence of positive numbers")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0 (got {tol})")
-    if not dt_max > 0 or (dt0 is not None and not dt0 > 0):
-        raise ValueError("dt0 and dt_max must be > 0")
-    x, static, mats = _split_model(x0, model)
-    if dt0 is None:
-        scale = model.beta * np.linalg.norm(np.asarray(model.V), 2) * np.linalg.norm(
-            np.asarray(model.K).T @ np.asarray(model.Q), 2)
-        dt0 = 0.1 / max(scale, 1e-12)
+    times, x, static, mats, dt0 = adaptive_inputs(x0, model, times, tol, dt0, dt_max)
     batch = x.shape[:-2]
     h = jnp.full(batch, min(dt0, dt_max), x.dtype)
     zero = np.zeros(batch, dtype=int)
