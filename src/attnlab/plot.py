@@ -1,12 +1,94 @@
-"""Shared plotting helpers (matplotlib). Figures are saved as PNG and PDF. The backend is left to the user (the
-command line and the sweep workers choose the file-only ``Agg``)."""
+"""The figure style shared by every paper's figures (matplotlib), and the helpers they draw with.
+
+Every preset's figure function is decorated with :func:`paper_figure`, which draws it under :data:`STYLE`
+(Computer Modern mathtext, paper-sized fonts, constrained layout, frameless legends); :func:`save_figure` writes the
+PNG and the vector PDF under the same style. Labels are mathtext in the papers' notation (:data:`LABELS`), so the
+same symbol reads the same on every figure. The backend is left to the user (the command line and the sweep workers
+choose the file-only ``Agg``); nothing here changes matplotlib's global state.
+"""
 
 from __future__ import annotations
+
+import functools
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plt", "band", "save_figure"]
+__all__ = ["plt", "STYLE", "LABELS", "THEORY", "SIMULATION", "style", "paper_figure", "panels", "band",
+           "colorbar", "save_figure"]
+
+STYLE = {
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "legend.fontsize": 7.5,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "figure.titlesize": 9.5,
+    "mathtext.fontset": "cm",
+    "font.family": "serif",
+    "font.serif": ["DejaVu Serif"],
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.5,
+    "lines.linewidth": 1.4,
+    "lines.markersize": 4,
+    "legend.frameon": False,
+    "legend.handlelength": 1.8,
+    "figure.constrained_layout.use": True,
+    "savefig.dpi": 150,
+    "pdf.fonttype": 42,
+}
+"""The rcParams every attnlab figure is drawn and saved under."""
+
+THEORY = {"color": "black", "linestyle": "--", "linewidth": 1.3}
+"""Line style of a theory curve (closed form, fixed point, limit law) drawn over a simulation."""
+
+SIMULATION = {"marker": "o", "markersize": 4, "linestyle": "none"}
+"""Marker style of simulation points (with error bars where the simulation has repeats)."""
+
+LABELS = {
+    "step": r"step $t$",
+    "time": r"time $t$",
+    "excess_risk": r"$\mathbb{E}(T(X)-y)^2-\varepsilon^2$",
+    "risk": r"risk $\mathcal{R}$",
+    "kappa": r"$\kappa$",
+    "nu": r"$\nu$",
+    "abs_kappa": r"$|\kappa|$",
+    "abs_nu": r"$|\nu|$",
+    "distance_to_manifold": r"$\mathrm{dist}(\theta_t, \mathcal{M})$",
+    "alpha": r"$\alpha$",
+    "lambda": r"$\lambda$",
+    "width": r"width $n$",
+    "heads": r"heads $H$",
+    "density": "density",
+}
+"""Mathtext labels in the papers' notation, shared by the figures of all papers."""
+
+
+def style():
+    """A context in which matplotlib draws with :data:`STYLE` (``plt.rc_context``); restores the rcParams after."""
+    return plt.rc_context(STYLE)
+
+
+def paper_figure(fn):
+    """Decorate a figure function ``plot(dataset, config) -> {name: Figure}`` to draw under :data:`STYLE`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with style():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def panels(ncols: int, nrows: int = 1, *, width: float = 3.0, height: float = 2.6, **kwargs):
+    """``plt.subplots`` with each panel ``width`` x ``height`` inches (a paper's column is about 3.3 in); returns
+    ``(fig, axes)`` with ``axes`` always a flat array."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
+    return fig, axes.ravel()
 
 
 def band(ax, x, Y, label=None, color=None, q=(2.5, 97.5), center="median"):
@@ -19,11 +101,19 @@ def band(ax, x, Y, label=None, color=None, q=(2.5, 97.5), center="median"):
     return line
 
 
+def colorbar(fig, mappable, ax, label: str):
+    """A colour bar beside ``ax`` for ``mappable``, labelled (every colour-coded panel has one)."""
+    cb = fig.colorbar(mappable, ax=ax, pad=0.02, fraction=0.06)
+    cb.set_label(label)
+    return cb
+
+
 def save_figure(fig, directory, name: str) -> list[str]:
-    """Write ``name.png`` and ``name.pdf`` into ``directory``; return the file names."""
+    """Write ``name.png`` and ``name.pdf`` (vector) into ``directory`` under :data:`STYLE`; return the file names."""
     files = []
-    for ext in ("png", "pdf"):
-        fig.savefig(f"{directory}/{name}.{ext}", dpi=120 if ext == "png" else None, bbox_inches="tight")
-        files.append(f"{name}.{ext}")
+    with style():
+        for ext in ("png", "pdf"):
+            fig.savefig(f"{directory}/{name}.{ext}", bbox_inches="tight")
+            files.append(f"{name}.{ext}")
     plt.close(fig)
     return files
