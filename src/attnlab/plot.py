@@ -39,7 +39,6 @@ STYLE = {
     "legend.handlelength": 1.8,
     "figure.constrained_layout.use": True,
     "savefig.dpi": 150,
-    "pdf.fonttype": 42,
 }
 """The rcParams every attnlab figure is drawn and saved under."""
 
