@@ -1,5 +1,6 @@
 """One conformance test over the whole catalogue (every registered preset, quick size), as optax runs one check over
-all its modules: strict JSON, units on every variable and coordinate, a finding in words, and every check finite,
+all its modules: strict JSON, the data and figure conventions of ``conventions.py`` (CF coordinates with units,
+JSON-native attributes, mathtext labels, colour bars), a finding in words, and every check finite,
 passing and with power: its negative control (the same check on a deliberately wrong counterpart) fails."""
 
 import json
@@ -7,6 +8,8 @@ import math
 
 import matplotlib.pyplot as plt
 import pytest
+
+from conventions import dataset_problems, figure_problems
 
 from attnlab import runtime
 from attnlab.api import Run
@@ -32,14 +35,15 @@ def test_preset_conforms(name, tmp_path):
     with runtime.x64():
         figures = preset.plot(run.data, config)  # drawn from the stored data (saving them is tested elsewhere)
     assert figures and all(f.axes for f in figures.values())
+    problems = [p for n, f in figures.items() for p in figure_problems(f, n)]
     plt.close("all")
+    assert not problems, "figure conventions:\n" + "\n".join(problems)
     summary = _strict((tmp_path / "run" / "summary.json").read_text())
     _strict((tmp_path / "run" / "config.json").read_text())
     assert summary["finding"] and "\n" not in summary["finding"], "a one-line finding in words"
 
-    missing = [f"variable {v}" for v in run.data.data_vars if "units" not in run.data[v].attrs]
-    missing += [f"coordinate {c}" for c in run.data.coords if "units" not in run.data[c].attrs]
-    assert not missing, f"without units: {missing}"
+    problems = dataset_problems(run.data)
+    assert not problems, "data conventions:\n" + "\n".join(problems)
 
     assert run.checks
     for c in run.checks:

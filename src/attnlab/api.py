@@ -58,7 +58,8 @@ def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progre
         ds = preset.run(config, jax.random.key(seed), progress)
         metrics, checks = preset.summarize(ds, config)
         elapsed = time.perf_counter() - t0
-    ds.attrs["implementations"] = impl
+    ds.attrs.update(preset=preset.name, paper=preset.paper, citation=preset.citation, figure=preset.figure,
+                    seed=int(seed), config=json_safe(config.model_dump(mode="json")), implementations=impl)
     return Outcome(ds, metrics, list(checks), impl, elapsed, finding(preset, metrics, config))
 
 
