@@ -74,6 +74,11 @@ def test_local_cluster_sweep_writes_sweep_zarr_and_runs(two_worker_sweep):
     assert rc == 0
     ds = _open(out)
     assert ds.final_excess_risk_median.sizes["lambda0"] == 2 and ds.sizes["seed"] == 2
+    # CF: each swept field and the seed are dimension coordinates with units and long_name; JSON-native attributes
+    assert ds.lambda0.attrs == {"long_name": "attention scale (initial value under the schedule)", "units": "1"}
+    assert ds.seed.attrs["units"] == "1" and ds.seed.attrs["long_name"]
+    assert ds.attrs["preset"] == "marion-manifold" and ds.attrs["seeds"] == [0, 1] and ds.attrs["quick"] is True
+    assert ds.attrs["grid"]["lambda0"] == [0.05, 0.1] and ds.attrs["citation"].startswith("Marion")
     assert set(np.unique(ds.status.values)) == {"finished"}
     assert np.all(np.isfinite(ds.final_excess_risk_median.values))
     runs = [p for p in (out / "marion-manifold").iterdir() if not p.name.startswith(".")]

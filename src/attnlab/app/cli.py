@@ -385,8 +385,9 @@ def sweep(
     # preset's summary), and the tasks not yet started are cancelled
     outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}",
                        check_first=(lambda o: engine.check_metrics(o, plot_metrics)) if plot_metrics else None)
-    ds = engine.collect(outcomes, grid, seed_list)
-    path = engine.write_sweep(ds, out_dir, {"preset": p.name, "grid": grid, "seeds": seed_list, "quick": quick})
+    ds = engine.collect(outcomes, grid, seed_list, p)
+    path = engine.write_sweep(ds, out_dir, {"preset": p.name, "citation": p.citation, "grid": grid,
+                                            "seeds": seed_list, "quick": quick})
     for metric in plot_metrics or []:
         engine.plot_metric(ds, metric, out_dir)
     n_failed = sum(o.status == "failed" for o in outcomes)

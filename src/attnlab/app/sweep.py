@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from attnlab import runtime
+from attnlab.api import json_safe
 from attnlab.config import parse_value
 from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
@@ -274,8 +275,10 @@ def check_metrics(outcome: Outcome, metrics: list[str] | None) -> None:
             raise AttnlabError(f"unknown metric {metric!r} for --plot (available: {', '.join(known)})")
 
 
-def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int]) -> xr.Dataset:
-    """Arrange the outcomes on the grid: dims = swept fields (in order) + seed; metrics as variables."""
+def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int], preset=None) -> xr.Dataset:
+    """Arrange the outcomes on the grid: dims = swept fields (in order) + seed; metrics as variables. Each
+    dimension is a coordinate with ``long_name`` (the config field's description, from ``preset``) and ``units``
+    ("1": config fields are dimensionless numbers; none on a text coordinate)."""
     keys = list(grid)
     coords: dict[str, list[Any]] = {}
     for j, k in enumerate(keys):
@@ -317,14 +320,23 @@ def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int
     data["run_dir"] = (dims, run_dir.astype(str))
     clean = {k: np.asarray(v) if not isinstance(v[0], (bool, tuple)) else np.asarray([str(x) for x in v])
              for k, v in coords.items()}
-    return xr.Dataset(data, coords=clean)
+    fields = preset.config_cls.model_fields if preset is not None else {}
+    described = {}
+    for k, v in clean.items():
+        info = fields.get(k)
+        attrs = {"long_name": " ".join((info.description or k).split()) if info is not None else
+                 ("root seed of the run" if k == "seed" else k)}
+        if v.dtype.kind in "iuf":
+            attrs["units"] = "1"
+        described[k] = (k, v, attrs)
+    return xr.Dataset(data, coords=described)
 
 
 def write_sweep(ds: xr.Dataset, out_dir: Path, meta: dict[str, Any]) -> Path:
     """Write ``sweep.zarr`` atomically (temporary sibling, then rename over any previous one)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ds = ds.assign_attrs({k: json.dumps(v, default=str) for k, v in meta.items()})
+    ds = ds.assign_attrs(json_safe(meta))  # JSON-native attributes (lists, numbers, strings), not JSON text
     tmp = out_dir / f".sweep.zarr.tmp-{uuid.uuid4().hex[:8]}"
     ds.to_zarr(tmp, mode="w", consolidated=True, zarr_format=2)
     final = out_dir / "sweep.zarr"
