@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-fast docs lint bench clean
+.PHONY: demo test test-fast docs lint bench bench-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,10 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench tools
 
 bench: $(VENV)/.installed
-	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	$(PY) tools/bench_table.py --run
+
+bench-table:
+	python3 tools/bench_table.py
 
 clean:
 	rm -rf results .pytest_cache

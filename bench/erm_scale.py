@@ -1,5 +1,5 @@
 """Benchmark: how large an ERM simulation of Duranthon et al. this machine reaches, and how the gap to the replica
-prediction closes with size (issue: "sizes with sqrt(N D) up to 10^4 where the machine allows").
+prediction closes with size, for sqrt(N D) up to 10^4 where the machine allows.
 
 Setting: softmax attention on spiked-SLR, nu = 5, L = 2, lambda_k = lambda_v = 1 (high signal, high regularisation:
 the proximal problems are convex and the replica-symmetric fixed point is stable), alpha = N/D = 1 by default.

@@ -1,5 +1,5 @@
 """Benchmark: the ``dohmatob-rgd`` preset (all links and starts of a repeat sharing one pass over the tokens per step;
-on a CPU with AVX2 and FMA the C kernel of :mod:`attnlab.dohmatob.rgd_native`, else a compiled ``lax.scan``) against a
+on a CPU with AVX2 and FMA the C kernel of ``attnlab.dohmatob.rgd_native``, else a compiled ``lax.scan``) against a
 plain reference (one run at a time, a Python loop over steps of a jitted float64 step).
 
 Throughput is in run-steps per second (one RGD step of one (repeat, link, start) run). The reference is timed on

@@ -1,0 +1,153 @@
+"""Run the benchmarks under ``bench/`` and regenerate the benchmark table of ``docs/speed.md`` from their results.
+
+    python tools/bench_table.py --run [SCRIPT ...]   run the scripts (default: all), save each one's result, rewrite
+                                                     the table
+    python tools/bench_table.py                      rewrite the table from the saved results only
+
+Each script prints one JSON object as its last line. ``--run`` saves it as ``bench/results/<script>.json`` together
+with the command, the machine (CPU model and core count) and the date; the table (between the markers
+``<!-- bench-table:start -->`` and ``<!-- bench-table:end -->``) shows, for every script, what it measures, its
+headline figures (the ratios against the plain reference measured in the same process), the machine and the
+command. A script without a saved result reads "not measured"; a script that failed keeps its previous result and
+the run exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"
+DOC = ROOT / "docs" / "speed.md"
+START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
+
+# The headline figures of each script's JSON line: (key, how to show it). Keys absent from a result are skipped.
+HEADLINES = {
+    "dependencies": [],  # one ratio per row, see _dependency_rows
+    "erm_scale": [("largest_sqrt_ND", "largest sqrt(ND) {:.0f}"), ("gap_in_se_at_largest", "gap {:.1f} SE")],
+    "particles": [("ratio_vs_dense", "{:.1f}x vs dense"), ("gpairs_per_s_n10000", "{:.2f} Gpairs/s")],
+    "replica": [("ratio_vs_reference", "{:.1f}x vs damped iteration")],
+    "slr_pgd": [("ratio_vs_reference", "{:.0f}x vs plain PGD"), ("total_full_presets_s", "5 full presets {:.0f} s")],
+    "softmax_rgd": [("ratio_vs_reference", "{:.1f}x vs plain RGD"), ("total_preset_s", "preset {:.0f} s")],
+    "sweep": [("wall_1_worker_s", "1 worker {:.0f} s"), ("wall_2_workers_s", "2 workers {:.0f} s")],
+    "width": [("ratio_vs_reference_n1024", "{:.0f}x vs brute force at n = 1024")],
+}
+
+
+def machine() -> str:
+    """CPU model and logical core count of this machine."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                model = " ".join(value.split())
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def summary_line(script: Path) -> str:
+    """The first line of a script's module docstring."""
+    doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+    first = doc.strip().split("\n\n")[0].replace("\n", " ")
+    return first.removeprefix("Benchmark: ").removeprefix("Benchmark of ")
+
+
+def run_script(script: Path) -> dict | None:
+    """Run one benchmark with this interpreter; its last stdout line parsed as JSON, or None when it failed."""
+    cmd = [sys.executable, str(script.relative_to(ROOT))]
+    print("+ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        print(f"bench_table: {script.name} failed (exit status {proc.returncode})", file=sys.stderr)
+        return None
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        print(f"bench_table: {script.name}: the last line is not JSON", file=sys.stderr)
+        return None
+
+
+def _dependency_rows(result: dict) -> list[str]:
+    out = []
+    for row in result.get("rows", []):
+        ratio = row.get("ratio") or row.get("dependency_over_piece")
+        piece = row.get("piece") or row.get("name")
+        if piece and isinstance(ratio, (int, float)):
+            out.append(f"{piece} {ratio:.1f}x")
+    return out
+
+
+def headline(name: str, result: dict) -> str:
+    """The figures the table shows for one script's result."""
+    if name == "dependencies":
+        parts = _dependency_rows(result)
+    else:
+        parts = [fmt.format(result[k]) for k, fmt in HEADLINES.get(name, [])
+                 if isinstance(result.get(k), (int, float))]
+        if not parts:
+            parts = [f"{k} {v:.3g}" for k, v in result.items() if k.startswith("ratio") and isinstance(v, (int, float))]
+    return ", ".join(parts) or "see the JSON result"
+
+
+def table(scripts: list[Path]) -> str:
+    rows = ["| script | what it measures | result | machine | command |", "|---|---|---|---|---|"]
+    for script in scripts:
+        saved = RESULTS / f"{script.stem}.json"
+        if saved.is_file():
+            record = json.loads(saved.read_text())
+            result, where = headline(script.stem, record["result"]), record["machine"]
+        else:
+            result, where = "not measured", ""
+        cmd = f"`.venv/bin/python bench/{script.name}`"
+        rows.append(f"| `{script.name}` | {summary_line(script)} | {result} | {where} | {cmd} |")
+    return "\n".join(rows)
+
+
+def rewrite_doc(text: str) -> str:
+    head, sep, rest = DOC.read_text().partition(START)
+    if not sep or END not in rest:
+        raise SystemExit(f"bench_table: {DOC} lacks the markers {START} and {END}")
+    return f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", action="store_true", help="run the scripts before writing the table")
+    ap.add_argument("scripts", nargs="*", help="script names to run (default: all under bench/)")
+    args = ap.parse_args(argv)
+    scripts = sorted(BENCH.glob("*.py"))
+    unknown = [s for s in args.scripts if not (BENCH / Path(s).name).with_suffix(".py").is_file()]
+    if unknown:
+        print(f"bench_table: no such benchmark: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    status = 0
+    if args.run:
+        chosen = [(BENCH / Path(s).name).with_suffix(".py") for s in args.scripts] or scripts
+        RESULTS.mkdir(exist_ok=True)
+        for script in chosen:
+            result = run_script(script)
+            if result is None:
+                status = 1
+                continue
+            record = {"script": script.name, "command": f"python bench/{script.name}", "machine": machine(),
+                      "date": datetime.date.today().isoformat(), "result": result}
+            (RESULTS / f"{script.stem}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    DOC.write_text(rewrite_doc(table(scripts)))
+    print(f"bench_table: wrote the table of {DOC.relative_to(ROOT)}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
