@@ -1,6 +1,7 @@
 """The Sakai presets at tiny sizes: every check passes, the same key gives the same dataset, the config validates."""
 
 import jax
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -100,3 +101,29 @@ def test_progress_advances_through_the_run():
         p.run(cfg, jax.random.key(0), lambda done, total: calls.append((done, total)))
     done = [d for d, _ in calls]
     assert len(set(done)) >= 5 and done == sorted(done) and calls[-1][0] == calls[-1][1]
+
+
+@pytest.mark.parametrize("name, dims", [("sakai-vary-width", {"heads": 1, "width": 4}),
+                                        ("sakai-low-rank", {"heads": 3})])
+def test_swept_quantity_is_the_dimension(name, dims):
+    """The finite-width results lie on their swept quantities, (heads, width) at full rank and heads at low rank
+    (where the width n = H n_H is a coordinate along the heads), not on an index of configurations; the figures keep
+    the conventions (mathtext labels, labelled axes)."""
+    from conventions import dataset_problems, figure_problems
+
+    p = all_presets()[name]
+    cfg = resolve_config(p, quick=True, overrides=TINY)
+    with runtime.x64():
+        ds = p.run(cfg, jax.random.key(0))
+    assert dict(ds.ks_pooled.sizes) == dims
+    assert ds.width.attrs["units"] == "1" and ds.width.attrs["long_name"]
+    if name == "sakai-low-rank":
+        assert ds.width.dims == ("heads",) and list(ds.width.values) == [64, 256, 1024]
+    else:
+        assert list(ds.width.values) == list(cfg.width)
+    ds.attrs.update(preset=name, citation=p.citation, config={})  # added by attnlab.api.execute
+    assert not dataset_problems(ds)
+    figures = p.plot(ds, cfg)
+    problems = [q for fig_name, fig in figures.items() for q in figure_problems(fig, fig_name)]
+    plt.close("all")
+    assert not problems, problems

@@ -316,50 +316,82 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     plot_dens = _kde_rows(np.concatenate([y_fin[:, 0], y_lim[:, 0]]), plot_grid, impl["distances"])
     mom_fin = [_moments(y_fin[c], v_fin[c]) for c in range(C)]
     mom_lim = [_moments(y_lim[h], v_lim[h]) for h in range(len(heads))]
-    cd, hd, sd = ("config",), ("heads",), ("config", "seed")
+    # the limit law's density on the plotting grid: the Rao-Blackwellised mixture of seed 0 (no KDE bandwidth)
+    dens_rb = np.stack([np.asarray(dist.rb_density(jnp.asarray(lim[H][1][0]), jnp.asarray(plot_grid)))
+                        for H in heads])
+
+    # the finite-width configurations on their swept quantities: (heads, width) at full rank (every pair of the
+    # preset's H and n), (heads,) at low rank, where n = H n_H is a coordinate along the heads
+    low_rank = cfg.experiment == "low_rank"
+    widths = sorted({n for n, _, _ in configs})
+    fd = ("heads",) if low_rank else ("heads", "width")
+    pos = [(heads.index(H),) if low_rank else (heads.index(H), widths.index(n)) for n, _, H in configs]
+
+    def grid(values):
+        """Per-configuration values (C, ...) on the configuration dimensions ``fd`` (+ the trailing ones)."""
+        values = np.asarray(values, dtype=float)
+        out = np.full(tuple(len(heads) if d == "heads" else len(widths) for d in fd) + values.shape[1:], np.nan)
+        for c, p in enumerate(pos):
+            out[p] = values[c]
+        return out
+
+    hd, sd = ("heads",), fd + ("seed",)
     data = {
-        "width": (cd, np.array([n for n, _, _ in configs]), {"units": "1"}),
-        "head_width": (cd, np.array([d for _, d, _ in configs]), {"units": "1"}),
-        "config_heads": (cd, np.array([H for _, _, H in configs]), {"units": "1"}),
-        "y_finite_seed0": (("config", "sample"), y_fin[:, 0], {"units": "1", "long_name": "Y[0,0], exact sampler"}),
+        "y_finite_seed0": (fd + ("sample",), grid(y_fin[:, 0]),
+                           {"units": "1", "long_name": "first-token output Y[0,0], exact finite-width sampler"}),
         "y_limit_seed0": (("heads", "sample"), y_lim[:, 0], {"units": "1", "long_name": "Y[0,0], limit law"}),
-        "density_finite": (("config", "x"), plot_dens[:C], {"units": "1/y"}),
-        "density_limit": (("heads", "x"), plot_dens[C:], {"units": "1/y"}),
-        "kde_kl": (sd, kde_kl, {"units": "nat", "long_name": "official KDE-KL(finite || limit)"}),
+        "density_finite": (fd + ("y",), grid(plot_dens[:C]),
+                           {"units": "1", "long_name": "density of Y[0,0] at finite width (KDE, seed 0)"}),
+        "density_limit": (("heads", "y"), plot_dens[C:],
+                          {"units": "1", "long_name": "density of Y[0,0], limit law (KDE, seed 0)"}),
+        "density_limit_rb": (("heads", "y"), dens_rb, {"units": "1", "long_name": "density of Y[0,0], limit law "
+                                                                                  "(Rao-Blackwellised, seed 0)"}),
+        "kde_kl": (sd, grid(kde_kl), {"units": "nat", "long_name": "official KDE-KL(finite || limit)"}),
         "kde_kl_null": (("heads", "seed"), kde_kl_null, {"units": "nat", "long_name": "KDE-KL(limit || limit')"}),
         "kde_kl_gauss": (("heads", "seed"), kde_kl_gauss, {"units": "nat",
                                                            "long_name": "KDE-KL(limit || N(0, E v) sample)"}),
-        "ks": (sd, per_seed[..., 0], {"units": "1"}), "w1": (sd, per_seed[..., 1], {"units": "1"}),
-        "ks_null": (("heads", "seed"), per_seed_null[..., 0], {"units": "1"}),
-        "w1_null": (("heads", "seed"), per_seed_null[..., 1], {"units": "1"}),
-        "ks_pooled": (cd, pooled[:, 0], {"units": "1"}), "w1_pooled": (cd, pooled[:, 1], {"units": "1"}),
-        "ks_pooled_null": (hd, pooled_null[:, 0], {"units": "1"}), "w1_pooled_null": (hd, pooled_null[:, 1],
-                                                                                     {"units": "1"}),
-        "ks_boot_ci": (("bound", "config"), boot_ci[..., 0], {"units": "1", "long_name": "95% bootstrap, seed 0"}),
-        "w1_boot_ci": (("bound", "config"), boot_ci[..., 1], {"units": "1", "long_name": "95% bootstrap, seed 0"}),
-        "rb_kl": (cd, rb_kl, {"units": "nat", "long_name": "Rao-Blackwellised KL(finite || limit), seed 0"}),
-        "rb_kl_null": (hd, rb_kl_null, {"units": "nat"}),
+        "ks": (sd, grid(per_seed[..., 0]), {"units": "1", "long_name": "KS distance to the limit"}),
+        "w1": (sd, grid(per_seed[..., 1]), {"units": "1", "long_name": "W1 distance to the limit"}),
+        "ks_null": (("heads", "seed"), per_seed_null[..., 0], {"units": "1", "long_name": "KS(limit, limit')"}),
+        "w1_null": (("heads", "seed"), per_seed_null[..., 1], {"units": "1", "long_name": "W1(limit, limit')"}),
+        "ks_pooled": (fd, grid(pooled[:, 0]), {"units": "1", "long_name": "KS to the limit, seeds pooled"}),
+        "w1_pooled": (fd, grid(pooled[:, 1]), {"units": "1", "long_name": "W1 to the limit, seeds pooled"}),
+        "ks_pooled_null": (hd, pooled_null[:, 0], {"units": "1", "long_name": "KS(limit, limit'), seeds pooled"}),
+        "w1_pooled_null": (hd, pooled_null[:, 1], {"units": "1", "long_name": "W1(limit, limit'), seeds pooled"}),
+        "ks_boot_ci": (fd + ("quantile",), grid(boot_ci[..., 0].T),
+                       {"units": "1", "long_name": "KS to the limit, Poisson-bootstrap quantiles (seed 0)"}),
+        "w1_boot_ci": (fd + ("quantile",), grid(boot_ci[..., 1].T),
+                       {"units": "1", "long_name": "W1 to the limit, Poisson-bootstrap quantiles (seed 0)"}),
+        "rb_kl": (fd, grid(rb_kl), {"units": "nat", "long_name": "Rao-Blackwellised KL(finite || limit), seed 0"}),
+        "rb_kl_null": (hd, rb_kl_null, {"units": "nat", "long_name": "Rao-Blackwellised KL(limit || limit')"}),
         "rb_kl_gauss": (hd, rb_kl_gauss, {"units": "nat", "long_name": "KL(limit || N(0, E v)), RB density"}),
-        "theory_second_moment": (hd, [theory[H]["second_moment"] for H in heads], {"units": "1"}),
-        "theory_excess_kurtosis": (hd, [theory[H]["excess_kurtosis"] for H in heads], {"units": "1"}),
+        "theory_second_moment": (hd, [theory[H]["second_moment"] for H in heads],
+                                 {"units": "1", "long_name": "limit E y^2 by quadrature"}),
+        "theory_excess_kurtosis": (hd, [theory[H]["excess_kurtosis"] for H in heads],
+                                   {"units": "1", "long_name": "limit excess kurtosis by quadrature"}),
         "control_second_moment": (hd, [wrong_act[H]["second_moment"] for H in heads],
                                   {"units": "1", "long_name": f"limit E y^2 with {other} inputs (negative control)"}),
         "control_excess_kurtosis": (hd, [wrong_heads[H]["excess_kurtosis"] for H in heads],
                                     {"units": "1", "long_name": "limit excess kurtosis with H = 1 (H = 4 for H = 1): "
                                                                 "negative control"}),
     }
-    for key_, _ in mom_fin[0].items():
-        data[f"finite_{key_}"] = (cd, [m[key_] for m in mom_fin], {"units": "1"})
+    for key_ in mom_fin[0]:
+        data[f"finite_{key_}"] = (fd, grid([m[key_] for m in mom_fin]), {"units": "1"})
         data[f"limit_{key_}"] = (hd, [m[key_] for m in mom_lim], {"units": "1"})
     for key_ in refs[0]:
         data[f"reference_{key_}"] = (hd, [r[key_] for r in refs], {"units": "1"})
     attrs = {"paper": CITATION, "experiment": cfg.experiment, "activation": cfg.input_activation,
              "reference_width": cfg.reference_width, "n_reference": cfg.n_reference}
-    coords = {"config": ("config", np.arange(C), {"units": "1", "long_name": "(width, head width, heads) index"}),
-              "heads": ("heads", heads, {"units": "1", "long_name": "number of heads H"}),
-              "seed": ("seed", np.arange(S), {"units": "1"}),
-              "x": ("x", plot_grid, {"units": "1", "long_name": "Y[0,0]"}),
-              "bound": ("bound", ["lo", "hi"], {"units": "1"})}
+    coords = {"heads": ("heads", heads, {"units": "1", "long_name": "number of heads H"}),
+              "seed": ("seed", np.arange(S), {"units": "1", "long_name": "seed index"}),
+              "sample": ("sample", np.arange(N), {"units": "1", "long_name": "network draw (seed 0)"}),
+              "y": ("y", plot_grid, {"units": "1", "long_name": "first-token output Y[0,0]"}),
+              "quantile": ("quantile", [0.025, 0.975], {"units": "1", "long_name": "bootstrap quantile"})}
+    if low_rank:
+        coords["width"] = ("heads", [cfg.head_width * H for H in heads], {"units": "1", "long_name": "width n = H n_H"})
+        coords["head_width"] = ((), cfg.head_width, {"units": "1", "long_name": "per-head width n_H"})
+    else:
+        coords["width"] = ("width", widths, {"units": "1", "long_name": "width n"})
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -381,14 +413,19 @@ def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     ks_control, _ = dist.ks_w1(jnp.asarray(r_sqrt), jnp.asarray(e_lin))  # the exact sampler at 1/n scaling
     if progress is not None:
         progress(1, 1)
+    coords = {"scaling": ("scaling", [0.5, 1.0], {"units": "1", "long_name": "exponent a of the score scaling "
+                                                                        "(QK^T)_00 / n^a"}),
+              "sample": ("sample", np.arange(N), {"units": "1", "long_name": "network draw"}),
+              "width": ((), n, {"units": "1", "long_name": "width n"})}
     return xr.Dataset(
-        {"g_sqrt": (("sample",), g_sqrt, {"units": "1", "long_name": "(QK^T)_00 / sqrt(n)"}),
-         "g_lin": (("sample",), g_lin, {"units": "1", "long_name": "(QK^T)_00 / n"}),
-         "reference_ks": ((), float(ks), {"units": "1"}),
+        {"score": (("scaling", "sample"), np.stack([g_sqrt, g_lin]),
+                   {"units": "1", "long_name": "score (QK^T)_00 / n^a, exact sampler"}),
+         "reference_ks": ((), float(ks), {"units": "1", "long_name": "KS(brute force, exact sampler), a = 1/2"}),
          "reference_ks_control": ((), float(ks_control), {"units": "1", "long_name": "KS to the 1/n-scaled score"}),
-         "reference_crit": ((), dist.ks_critical(cfg.n_reference, 5 * cfg.n_reference, 1e-3), {"units": "1"})},
-        attrs={"paper": CITATION, "experiment": "scores", "width": n, "activation": cfg.input_activation,
-               "reference_width": cfg.reference_width})
+         "reference_crit": ((), dist.ks_critical(cfg.n_reference, 5 * cfg.n_reference, 1e-3),
+                            {"units": "1", "long_name": "KS critical value, level 0.001"})},
+        coords=coords, attrs={"paper": CITATION, "experiment": "scores", "activation": cfg.input_activation,
+                              "reference_width": cfg.reference_width})
 
 
 def _preset(name, figure, description, defaults, quick):

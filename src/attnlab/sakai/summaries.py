@@ -23,8 +23,8 @@ BIAS_PER_WIDTH = 1.0  # |E y^2(n) - E y^2(inf)| <= 1/n for n >= 16 (measured n *
 
 
 def _summarize_scores(ds, cfg):
-    n = int(ds.attrs["width"])
-    g, gl = ds.g_sqrt.values, ds.g_lin.values
+    n = int(ds.width)
+    g, gl = ds.score.sel(scaling=0.5).values, ds.score.sel(scaling=1.0).values
     N = g.size
     var, var_se = np.mean(g**2), np.std(g**2, ddof=1) / math.sqrt(N)
     sd_lin = float(np.std(gl))
@@ -44,6 +44,16 @@ def _summarize_scores(ds, cfg):
                          5 * sd_lin_se, basis=f"5 SE (delta method), {N} samples",
                          control="the score at 1/sqrt(n) scaling", control_simulation=float(np.std(g)))]
     return metrics, checks
+
+
+def _configs(ds: xr.Dataset):
+    """The finite-width configurations of a dataset, as ``(n, n_H, H, selection)``: every (H, n) pair of the
+    ``heads`` and ``width`` dimensions at full rank (n_H = n), or each H at low rank, where the width n = H n_H is a
+    coordinate along ``heads`` and n_H the scalar coordinate ``head_width``."""
+    heads = [int(h) for h in ds.heads.values]
+    if "width" in ds.dims:
+        return [(int(n), int(n), H, {"heads": H, "width": int(n)}) for H in heads for n in ds.width.values]
+    return [(int(ds.width.sel(heads=H)), int(ds.head_width), H, {"heads": H}) for H in heads]
 
 
 def summarize(ds: xr.Dataset, cfg: SakaiConfig):
@@ -82,9 +92,8 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
                             basis=f"asymptotic KS critical value, {ds.attrs['n_reference']} brute-force networks",
                             control="the exact sampler at 1/n scaling (y / sqrt(n))",
                             control_simulation=float(L.reference_ks_control)))
-    for c in range(ds.sizes["config"]):
-        F = ds.isel(config=c)
-        n, d, H = int(F.width), int(F.head_width), int(F.config_heads)
+    for n, d, H, sel in _configs(ds):
+        F = ds.sel(sel)
         tag = f"n{n}_H{H}" + (f"_nH{d}" if d != n else "")
         metrics[f"kde_kl_mean_{tag}"] = float(F.kde_kl.mean())
         metrics[f"ln_kde_kl_mean_{tag}"] = float(np.log(F.kde_kl.mean()))
@@ -100,9 +109,8 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
         metrics[f"second_moment_{tag}"] = float(F.finite_second_moment)
         metrics[f"excess_kurtosis_{tag}"] = float(F.finite_excess_kurtosis)
     # the largest width of the preset (first H when several): E y^2 against the limit, with the O(1/n) bias bound
-    big = int(np.argmax(ds.width.values))
-    F = ds.isel(config=big)
-    n, H = int(F.width), int(F.config_heads)
+    n, _, H, sel = max(_configs(ds), key=lambda c: (c[0], -c[2]))
+    F = ds.sel(sel)
     h = heads.index(H)
     metrics["second_moment"] = float(F.finite_second_moment)
     metrics["second_moment_spec"] = SPEC_SECOND_MOMENT[act] if cfg.n_tokens == 4 else float("nan")
@@ -114,9 +122,8 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
                             basis="5 SE + O(1/n) bias bound 1/n (quadrature 0.39197)",
                             control="the limit constant of relu inputs",
                             control_theory=float(ds.control_second_moment[h])))
-    for H in heads:
-        sub = ds.where(ds.config_heads == H, drop=True)
-        metrics[f"excess_kurtosis_H{H}"] = float(sub.finite_excess_kurtosis.values[-1])
+    for _, _, H, sel in _configs(ds):  # per H, the last (largest) width
+        metrics[f"excess_kurtosis_H{H}"] = float(ds.finite_excess_kurtosis.sel(sel))
     return metrics, checks
 
 
