@@ -189,7 +189,7 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
             data[f"cross_{name}"] = (("step",), np.asarray(x), {"units": "1"})
     ds = xr.Dataset(data, coords={"step": steps, "repeat": np.arange(cfg.n_repeats)}, attrs=attrs)
     ds.step.attrs.update(units="1", long_name="PGD/SGD step")
-    ds.repeat.attrs.update(units="1", long_name="repeat index")
+    ds.repeat.attrs.update(units="1", long_name="independent repeat")
     return ds
 
 
