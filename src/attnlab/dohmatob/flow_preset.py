@@ -146,10 +146,16 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
             "units": "1", "long_name": "the field vanishes by algebra: mu, nu in {-1, 1} (the (1 - x^2) factors)"}),
     }
     m0 = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma)
-    ds = xr.Dataset(data, coords={"link": list(cfg.links), "time": ts, "point": np.arange(len(pts_rows))},
-                    attrs={"paper": CITATION, "transition_mu": m0.transition_mu, "psi": m0.psi})
-    for c, units in (("link", "1"), ("time", "time"), ("point", "1")):
-        ds[c].attrs["units"] = units
+    coords = {"link": list(cfg.links), "start": np.arange(len(starts)), "time": ts, "point": np.arange(len(pts_rows))}
+    ds = xr.Dataset(data, coords=coords,
+                    attrs={"paper": CITATION, "transition_mu": float(m0.transition_mu), "psi": float(m0.psi)})
+    for c, units, long_name in (("link", "1", "link function sigma"),
+                                ("start", "1", "starting point (mu0, nu0) of the flow on the grid"),
+                                ("time", "time", "time of the mean-field gradient flow"),
+                                ("point", "1", "stationary point on M (all links)")):
+        ds[c].attrs.update(units=units, long_name=long_name)
+    ds.mu0.attrs["long_name"] = "mu at the start of the flow"
+    ds.nu0.attrs["long_name"] = "nu at the start of the flow"
     return ds
 
 
@@ -304,10 +310,22 @@ def run_phase(cfg: PhaseConfig, key, progress=None) -> xr.Dataset:
         "psi_mc": (("L_mc",), psi_mc, {"units": "1", "long_name": "psi at the Monte Carlo points' alpha"}),
         "sigma_bar_1_mc": (("gamma_mc",), sb1_mc, {"units": "y^2"}),
     }
-    coords = {"gamma": gammas, "alpha": alphas, "gamma_mc": list(cfg.gammas_mc), "L_mc": list(cfg.L_mc)}
+    # the mean-field oracle risk over sigma_bar(1) is (1 - p)^2 with p = sigmoid((c - psi) beta d): one curve of the
+    # margin c - psi at the Monte Carlo points' dimension d_mc, whatever gamma and L
+    lo, hi = float(np.min(c_mc[:, None] - psi_mc[None, :])), float(np.max(c_mc[:, None] - psi_mc[None, :]))
+    pad = 0.05 * max(hi - lo, 2.0)
+    margin = np.linspace(lo - pad, hi + pad, 241)
+    data["mf_oracle_risk_ratio_curve"] = (("margin",), (1 - 1 / (1 + np.exp(-margin * cfg.beta * cfg.d_mc))) ** 2, {
+        "units": "1", "long_name": "mean-field oracle risk / sigma_bar(1) = (1 - p)^2 at d_mc", "d": cfg.d_mc})
+    coords = {"gamma": gammas, "alpha": alphas, "gamma_mc": list(cfg.gammas_mc), "L_mc": list(cfg.L_mc),
+              "margin": margin}
     ds = xr.Dataset(data, coords=coords, attrs={"paper": CITATION, "link": cfg.link, "beta": cfg.beta})
-    for c in coords:
-        ds[c].attrs["units"] = "1"
+    for c, long_name in (("gamma", "secret-token standard deviation gamma"),
+                         ("alpha", "alpha = log(L - 1) / d"),
+                         ("gamma_mc", "gamma of the Monte Carlo points"),
+                         ("L_mc", "sequence length L of the Monte Carlo points"),
+                         ("margin", "margin c - psi, c = sqrt(1 - gamma^2)")):
+        ds[c].attrs.update(units="1", long_name=long_name)
     return ds
 
 

@@ -253,9 +253,9 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
              "excess_risk_definition": "E(f - y)^2 - eps^2", "flow_failures": flow_failures}
     coords = {"link": list(links), "start": list(STARTS), "step": steps, "repeat": np.arange(cfg.n_repeats)}
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    for c in coords:
-        ds[c].attrs["units"] = "1"
-    ds.step.attrs["long_name"] = "RGD step"
+    for c, long_name in (("link", "link function sigma"), ("start", "initialisation: random on the sphere, or mu = mu0"),
+                         ("step", "RGD step"), ("repeat", "independent repeat (teacher, data, start)")):
+        ds[c].attrs.update(units="1", long_name=long_name)
     return ds
 
 
