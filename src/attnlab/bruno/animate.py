@@ -8,10 +8,11 @@ __all__ = ["animate"]
 
 
 def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4) -> str:
-    """Write an animated GIF of ``ds.x`` (S^1: angles on the circle; S^2: 3-D scatter) to ``path``; return the path."""
+    """Write an animated GIF of ``ds.x`` (S^1: the tokens on the circle; S^2: 3-D scatter) to ``path``, tokens
+    coloured by their initial angle (azimuth on S^2) with a labelled colour bar; return the path."""
     from matplotlib.animation import FuncAnimation, PillowWriter
 
-    from attnlab.plot import plt
+    from attnlab.plot import colorbar, plt, style
 
     x = ds["x"]
     for dim in ("run", "row"):
@@ -22,28 +23,35 @@ def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4) -> 
     stride = max(1, -(-xs.shape[1] // max_tokens))
     xs = xs[:, ::stride]
     d = xs.shape[-1]
-    fig = plt.figure(figsize=(4.5, 4.5))
-    if d == 3:
-        ax = fig.add_subplot(projection="3d")
-        sc = ax.scatter(*xs[0].T, s=2, c=xs[0][:, 2], cmap="coolwarm", vmin=-1, vmax=1)
-        ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1))
-        ax.set_box_aspect((1, 1, 1))
+    theta0 = np.mod(np.arctan2(xs[0][:, 1], xs[0][:, 0]), 2 * np.pi)
+    colours = {"c": theta0, "cmap": "twilight", "vmin": 0, "vmax": 2 * np.pi}
+    with style():
+        fig = plt.figure(figsize=(4.8, 4.2))
+        if d == 3:
+            ax = fig.add_subplot(projection="3d")
+            sc = ax.scatter(*xs[0].T, s=2, depthshade=False, linewidths=0, **colours)
+            ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), xlabel=r"$x_1$", ylabel=r"$x_2$", zlabel=r"$x_3$",
+                   xticks=[-1, 0, 1], yticks=[-1, 0, 1], zticks=[-1, 0, 1])
+            ax.set_box_aspect((1, 1, 1), zoom=0.9)  # room for the z label beside the colour bar
 
-        def update(k):
-            sc._offsets3d = tuple(xs[k].T)
-            ax.set_title(f"t = {times[k]:.3g}")
-            return (sc,)
-    else:
-        ax = fig.add_subplot()
-        sc = ax.scatter(xs[0][:, 0], xs[0][:, 1], s=2)
-        ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal")
+            def update(k):
+                sc._offsets3d = tuple(xs[k].T)
+                ax.set_title(f"$t={times[k]:.3g}$")
+                return (sc,)
+        else:
+            ax = fig.add_subplot()
+            sc = ax.scatter(xs[0][:, 0], xs[0][:, 1], s=2, linewidths=0, **colours)
+            ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xlabel=r"$x_1$", ylabel=r"$x_2$")
 
-        def update(k):
-            sc.set_offsets(xs[k][:, :2])
-            ax.set_title(f"t = {times[k]:.3g}")
-            return (sc,)
+            def update(k):
+                sc.set_offsets(xs[k][:, :2])
+                ax.set_title(f"$t={times[k]:.3g}$")
+                return (sc,)
 
-    anim = FuncAnimation(fig, update, frames=len(times), blit=False)
-    anim.save(str(path), writer=PillowWriter(fps=fps))
+        cb = colorbar(fig, sc, ax, r"initial azimuth $\theta_0$ (rad)" if d == 3 else r"initial angle $\theta_0$ (rad)")
+        cb.set_ticks([0, np.pi, 2 * np.pi], labels=[r"$0$", r"$\pi$", r"$2\pi$"])
+        update(0)
+        anim = FuncAnimation(fig, update, frames=len(times), blit=False)
+        anim.save(str(path), writer=PillowWriter(fps=fps))
     plt.close(fig)
     return str(path)

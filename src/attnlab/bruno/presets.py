@@ -170,10 +170,13 @@ def _simulate(cfg, x0, V, times, progress, offset=0, total=1):
 
 
 _COORDS = {"time": ("1", "time t (the paper's units: dt = 1/L per layer)"),
+           "theory_time": ("1", "time t of the reduced-model curves"),
            "dim": ("1", "coordinate of R^d"),
            "row": ("1", "value matrix of the row: (a) V, (b) V_b"),
+           "token": ("1", "token index i"),
            "bin": ("rad", "angle (bin centre)"),
-           "cluster": ("1", "cluster index")}
+           "cluster": ("1", "cluster index"),
+           "component": ("1", "mixture component j of the initial law")}
 
 
 def _sampling_l1(rng, n, probs, draws):
@@ -187,7 +190,7 @@ def run(cfg: BrunoConfig, key, progress=None) -> xr.Dataset:
     x0 = _initial(cfg, key)
     times = cfg.snapshot_times()
     tcoord = np.concatenate([[0.0], times])
-    data, coords = {}, {"time": tcoord, "dim": np.arange(cfg.d)}
+    data, coords = {}, {"time": tcoord, "dim": np.arange(cfg.d), "token": np.arange(cfg.n_tokens)}
     attrs = {"paper": CITATION, "scenario": cfg.scenario, "beta": cfg.beta, "n_tokens": cfg.n_tokens}
     rows = [("a", cfg.matrix("V"))]
     if cfg.scenario == "alignment" and cfg.V_b is not None:
@@ -202,13 +205,15 @@ def run(cfg: BrunoConfig, key, progress=None) -> xr.Dataset:
     dims = ("row", "time")
     data["x"] = (("row", "time", "token", "dim"), xs, {"units": "1", "long_name": "token positions"})
     data["steps"] = (("time",), steps, {"units": "1", "long_name": "steps taken"})
-    for name in ("log_energy", "order_parameter", "mean_norm", "emax_mass"):
-        data[name] = (dims, np.stack([o[name] for o in obs_all]), {"units": "1"})
+    long_names = {"log_energy": "log interaction energy, log E_beta", "order_parameter": "order parameter eps_beta",
+                  "mean_norm": "norm of the mean token", "emax_mass": "mass in E_max, tr(P_E Sigma)"}
+    for name, long_name in long_names.items():
+        data[name] = (dims, np.stack([o[name] for o in obs_all]), {"units": "1", "long_name": long_name})
     data["second_moment_eigs"] = (dims + ("dim",), np.stack([o["second_moment_eigs"] for o in obs_all]),
-                                  {"units": "1"})
+                                  {"units": "1", "long_name": "eigenvalues of (1/N) sum_i x_i x_i^T, ascending"})
     counts = np.array([[clusters(x, cfg.beta, cfg.cluster_c)[0] for x in row] for row in xs])
     data["cluster_count"] = (dims, counts, {"units": "1", "long_name": "clusters at angle c beta^-1/2"})
-    attrs["V_rows"] = str([V.tolist() for _, V in rows])
+    attrs["V_rows"] = [V.tolist() for _, V in rows]
     rng = np.random.default_rng(0)
 
     if cfg.scenario == "alignment":
@@ -229,6 +234,16 @@ def run(cfg: BrunoConfig, key, progress=None) -> xr.Dataset:
         data["alignment_error_half_time"] = (dims, half_err.mean(axis=-1),
                                              {"units": "rad", "long_name": "mean angle to the closed form at t/2"})
         data["V_norm"] = (("row",), np.array([np.linalg.norm(V, 2) for _, V in rows]), {"units": "1"})
+        # the mass in E_max along the closed form, tr(P_E Sigma) of normalize(e^{tV} x0), on a fine time grid
+        t_fine = np.linspace(0.0, float(tcoord[-1]), 121)
+        coords["theory_time"] = t_fine
+        mass = []
+        for _, V in rows:
+            e = reduced.emax_basis(cfg.matrix("Q"), cfg.matrix("K"), V)
+            mass.append([float(np.mean(np.sum((reduced.alignment_closed_form(np.asarray(x0), V, t) @ e) ** 2, -1)))
+                         for t in t_fine])
+        data["emax_mass_closed_form"] = (("row", "theory_time"), np.array(mass),
+                                         {"units": "1", "long_name": "mass in E_max of the closed form"})
     if cfg.scenario in ("forward-heat", "backward-heat", "three-phases"):
         gamma = -1 if cfg.scenario == "forward-heat" else 1
         hist = np.stack([angle_histogram(x, cfg.bins)[0] for x in xs[0]])
@@ -270,6 +285,7 @@ def run(cfg: BrunoConfig, key, progress=None) -> xr.Dataset:
         data["cluster_azimuth"] = (("cluster",), angles(cent), {"units": "rad"})
         data["cluster_mass"] = (("cluster",), mass, {"units": "1"})
         data["cluster_latitude"] = (("cluster",), np.arcsin(np.clip(cent[:, 2], -1, 1)), {"units": "rad"})
+        coords["component"] = np.arange(len(cfg.means))
         data["component_means"] = (("component",), np.asarray(cfg.means), {"units": "rad"})
         data["component_weights"] = (("component",), np.asarray(cfg.weights), {"units": "1"})
         attrs["variance"] = cfg.variance
@@ -293,9 +309,16 @@ def run(cfg: BrunoConfig, key, progress=None) -> xr.Dataset:
             attrs["pairing_start_time"] = float(tcoord[k0])
             attrs["t_pairing_from_modes"] = float(tcoord[k0]) + reduced.two_point_merge_time(
                 float(pair[k0]), cfg.cluster_c / math.sqrt(cfg.beta), cfg.beta)
+            # the pairing ODE's angle from there on, on a log-spaced grid up to the horizon
+            t_fine = np.geomspace(float(tcoord[k0]), float(tcoord[-1]), 160)
+            coords["theory_time"] = t_fine
+            data["closest_pair_angle_ode"] = (("theory_time",), reduced.two_point_angle(
+                float(pair[k0]), t_fine - t_fine[0], cfg.beta), {"units": "rad", "long_name": "pairing ODE "
+                                                                  "(two equal clusters) from the tracked pair angle"})
         attrs["t_pairing_two_point"] = reduced.two_point_merge_time(float(gaps.min()), cfg.cluster_c / math.sqrt(cfg.beta),
                                                                     cfg.beta)
-    attrs["merges"] = str(merge_times(tcoord, counts[0]))
+    attrs["merges"] = [{"time": t, "clusters_before": a, "clusters_after": b}
+                       for t, a, b in merge_times(tcoord, counts[0])]
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     for name, (units, long_name) in _COORDS.items():
         if name in ds.coords:
