@@ -41,6 +41,15 @@ def _title(ds: xr.Dataset, extra: str = "") -> str:
             rf"$\beta={float(ds.attrs['beta']):g}$" + extra + " (values the paper leaves unstated: [U, chosen])")
 
 
+def _matrix(V) -> str:
+    """A value matrix in mathtext: diag(...) when diagonal, else its rows."""
+    V = np.asarray(V, float)
+    num = lambda v: f"{v:g}"  # noqa: E731
+    if np.all(V == np.diag(np.diag(V))):
+        return r"V=\mathrm{diag}(" + ",".join(map(num, np.diag(V))) + ")"
+    return "V=(" + ",".join("(" + ",".join(map(num, row)) + ")" for row in V) + ")"
+
+
 def _pick(times, wanted):
     return sorted({int(np.argmin(np.abs(times - w))) for w in wanted})
 
@@ -95,8 +104,8 @@ def _alignment(ds: xr.Dataset):
             scatters.append(sc)
             axes.append(sc.axes)
     _shared_colorbar(fig, scatters, axes)
-    fig.suptitle(_title(ds) + "\n" + r"row (a): $V=\mathrm{diag}(1,0.5,0.25)$, two antipodal clusters; "
-                 r"row (b): $V$ with a rotation in the $x_1x_2$-plane, a rotating great circle")
+    matrices = "; ".join(f"row ({row}): ${_matrix(V)}$" for row, V in zip(rows, ds.attrs["V_rows"]))
+    fig.suptitle(_title(ds) + "\n" + r"$Q=K=I$, " + matrices)
     return fig
 
 
