@@ -389,9 +389,10 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
               "quantile": ("quantile", [0.025, 0.975], {"units": "1", "long_name": "bootstrap quantile"})}
     if low_rank:
         coords["width"] = ("heads", [cfg.head_width * H for H in heads], {"units": "1", "long_name": "width n = H n_H"})
-        coords["head_width"] = ((), cfg.head_width, {"units": "1", "long_name": "per-head width n_H"})
     else:
         coords["width"] = ("width", widths, {"units": "1", "long_name": "width n"})
+    if cfg.head_width is not None:  # else the per-head width is the width
+        coords["head_width"] = ((), cfg.head_width, {"units": "1", "long_name": "per-head width n_H"})
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

@@ -48,12 +48,13 @@ def _summarize_scores(ds, cfg):
 
 def _configs(ds: xr.Dataset):
     """The finite-width configurations of a dataset, as ``(n, n_H, H, selection)``: every (H, n) pair of the
-    ``heads`` and ``width`` dimensions at full rank (n_H = n), or each H at low rank, where the width n = H n_H is a
-    coordinate along ``heads`` and n_H the scalar coordinate ``head_width``."""
+    ``heads`` and ``width`` dimensions at full rank, or each H at low rank, where the width n = H n_H is a coordinate
+    along ``heads``; n_H is the scalar coordinate ``head_width`` where the config sets one, else n."""
     heads = [int(h) for h in ds.heads.values]
+    d = (lambda n: int(ds.head_width)) if "head_width" in ds.coords else (lambda n: n)
     if "width" in ds.dims:
-        return [(int(n), int(n), H, {"heads": H, "width": int(n)}) for H in heads for n in ds.width.values]
-    return [(int(ds.width.sel(heads=H)), int(ds.head_width), H, {"heads": H}) for H in heads]
+        return [(int(n), d(int(n)), H, {"heads": H, "width": int(n)}) for H in heads for n in ds.width.values]
+    return [(int(ds.width.sel(heads=H)), d(None), H, {"heads": H}) for H in heads]
 
 
 def summarize(ds: xr.Dataset, cfg: SakaiConfig):
