@@ -9,12 +9,11 @@ import math
 import matplotlib.pyplot as plt
 import pytest
 
-from conventions import dataset_problems, figure_problems
-
 from attnlab import runtime
 from attnlab.api import Run
 from attnlab.app import store
 from attnlab.registry import Check, all_presets, resolve_config
+from conventions import dataset_problems, figure_problems
 
 
 def _strict(text: str):
