@@ -1,180 +1,295 @@
-"""Figures of the Duranthon et al. presets: risk against nu and L, the activation table, test error and overlaps
-against alpha, and the low-SNR diagnostics along lambda."""
+"""Figures of the Duranthon et al. presets: the optimised population risk against nu and L (Fig. 1), the activation
+comparison at fixed and variable L (Fig. 2 / Cor. 4.4), test error and overlaps against alpha (Fig. 3), and the
+low-SNR diagnostics along lambda. Theory (Bayes risk, closed forms, replica fixed points) in broken lines over the
+simulations (Monte Carlo optimisation, L-BFGS ERM) as markers, on the same axes."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
-from matplotlib.colors import to_rgba
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator, ScalarFormatter
 
-from attnlab.duranthon.activations import activation
 from attnlab.duranthon.summaries import _mean_se
-from attnlab.plot import plt
+from attnlab.plot import SIMULATION, THEORY, panels, paper_figure
 
 if TYPE_CHECKING:
     from attnlab.duranthon.presets import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
 
+__all__ = ["ACTIVATION_LABELS", "plot_population", "plot_activations", "plot_sample_complexity", "plot_low_snr"]
 
-def _act_label(name):
-    return activation(name).label if name != "erf" else "erf 1+erf(c+chi), c optimised"
+ACTIVATION_LABELS = {"softmax": "softmax", "linear": r"linear $1+\chi_\ell$",
+                     "centred_linear": r"centred linear $(1+\chi_\ell-\bar\chi)/L$",
+                     "erf": r"$1+\mathrm{erf}(c+\chi_\ell)$, $c$ optimised", "softplus": "softplus, normalised"}
+ACTIVATION_COLORS = {"softmax": "C0", "linear": "C1", "centred_linear": "C2", "erf": "C3", "softplus": "C4"}
+RISK = "optimised excess risk"
+TEST_ERROR = r"test error $\mathbb{E}(y-f(X))^2$"
+LAMBDA = r"$\lambda_k=\lambda_v$"
+BAYES = {**THEORY, "label": "Bayes risk"}
 
 
+def _act_label(name) -> str:
+    return ACTIVATION_LABELS.get(str(name), str(name))
+
+
+def _act_color(name, i=0) -> str:
+    return ACTIVATION_COLORS.get(str(name), f"C{5 + i}")
+
+
+def _num(x) -> str:
+    """A number in mathtext: ``\\infty`` for inf (a float or the attribute string "inf")."""
+    x = float(x)
+    return r"\infty" if math.isinf(x) else f"{x:g}"
+
+
+def _log_ticks(ax, values, axis="x"):
+    """A log axis ticked at ``values`` with plain labels (no 2x10^0)."""
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    a.set_major_locator(FixedLocator(sorted(set(float(v) for v in values))))
+    a.set_major_formatter(ScalarFormatter())
+    a.set_minor_locator(NullLocator())
+
+
+def _plain_log_y(ax):
+    """Plain tick labels (0.3, not 3x10^-1) on a log y axis, the minor ticks 2, 3, 5 x 10^k labelled too where the
+    axis spans less than about a decade and a half (call after drawing)."""
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    lo, hi = ax.get_ylim()
+    if lo > 0 and np.log10(hi / lo) < 1.5:
+        def minor(v, _):
+            return f"{v:g}" if round(v / 10 ** np.floor(np.log10(v) + 1e-9)) in (2, 3, 5) else ""
+        ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+    else:
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _simulation(ax, x, y, yerr, color, label=None, marker="o", **kw):
+    ax.errorbar(x, y, yerr=yerr, color=color, capsize=2, label=label, **{**SIMULATION, "marker": marker, **kw})
+
+
+@paper_figure
 def plot_population(ds: xr.Dataset, cfg: PopulationConfig):
+    """Fig. 1: the optimised population risk (alpha = inf) of each activation (Monte Carlo, markers, 2 SE) against
+    nu, one panel per (model, L), and against L, one panel per (model, nu), with the Bayes risk (dashed, black) and
+    the optimal linear risk in closed form (dashed, in the linear activation's colour)."""
     models, Ls, nus, acts = list(ds.model.values), list(ds.L.values), ds.nu.values, list(ds.activation.values)
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.4), layout="constrained", squeeze=False)
-    styles = ["-", "--", ":", "-."]
-    for ax, model in zip(axes[0], models):
+
+    def draw(ax, x, p):
+        for a, name in enumerate(acts):
+            q = p.sel(activation=name)
+            _simulation(ax, x, q.risk.values, 2 * q.risk_se.values, _act_color(name, a), _act_label(name) + " (MC)")
+        ax.plot(x, p.bayes_risk.values, **BAYES)
+        ax.plot(x, p.linear_closed_form.values, **{**THEORY, "color": _act_color("linear")},
+                label="linear, closed form")
+
+    fig, axes = panels(len(Ls), len(models), width=2.9, height=2.5)
+    for i, model in enumerate(models):
         for j, L in enumerate(Ls):
-            p = ds.sel(model=model, L=L)
-            ls = styles[j % 4]
-            for a, name in enumerate(acts):
-                q = p.sel(activation=name)
-                ax.errorbar(nus, q.risk.values, yerr=q.risk_se.values, fmt="o", ms=4, color=f"C{a}", capsize=2,
-                            label=f"{_act_label(name)} (MC)" if j == 0 else None)
-            ax.plot(nus, p.bayes_risk.values, "k" + ls, lw=1.2, label=f"Bayes, L={L}")
-            ax.plot(nus, p.linear_closed_form.values, color="C1", ls=ls, lw=1, label=f"linear closed form, L={L}")
-        ax.set(xlabel="signal strength nu", ylabel="noiseless excess risk", title=f"{model}-SLR, alpha = infinity",
-               xscale="log", yscale="log")
-        ax.legend(fontsize=7)
+            ax = axes[i * len(Ls) + j]
+            draw(ax, nus, ds.sel(model=model, L=L))
+            ax.set(xscale="log", yscale="log", xlabel=r"signal strength $\nu$", ylabel=RISK,
+                   title=f"{model}-SLR, $L={L}$")
+            _log_ticks(ax, nus)
+            _plain_log_y(ax)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3)
+    fig.suptitle(r"optimised population risk, $\alpha=\infty$ (markers: Monte Carlo, 2 SE)")
     figs = {"risk_vs_nu": fig}
-    fig2, axes2 = plt.subplots(1, len(models), figsize=(6 * len(models), 4.4), layout="constrained", squeeze=False)
-    for ax, model in zip(axes2[0], models):
+
+    fig2, axes2 = panels(len(nus), len(models), width=2.6, height=2.4)
+    for i, model in enumerate(models):
         for m, nu in enumerate(nus):
-            p = ds.sel(model=model, nu=nu)
-            for a, name in enumerate(acts):
-                q = p.sel(activation=name)
-                ax.errorbar(Ls, q.risk.values, yerr=q.risk_se.values, fmt="o-", ms=4, lw=0.6,
-                            color=to_rgba(f"C{a}", 0.3 + 0.7 * (m + 1) / len(nus)),  # opacity grows with nu
-                            label=_act_label(name) if m == len(nus) - 1 else None)
-            ax.plot(Ls, p.bayes_risk.values, "k--", lw=0.8, label="Bayes" if m == len(nus) - 1 else None)
-        ax.set(xlabel="sequence length L", ylabel="noiseless excess risk",
-               title=f"{model}-SLR (darker = larger nu in {list(np.round(nus, 2))})")
-        ax.legend(fontsize=7)
+            ax = axes2[i * len(nus) + m]
+            draw(ax, Ls, ds.sel(model=model, nu=nu))
+            ax.set(xlabel=r"sequence length $L$", ylabel=RISK, title=f"{model}-SLR, $\\nu={_num(nu)}$",
+                   xticks=Ls)
+    fig2.legend(*axes2[0].get_legend_handles_labels(), loc="outside lower center", ncol=3)
+    fig2.suptitle(r"optimised population risk against $L$, $\alpha=\infty$ (markers: Monte Carlo, 2 SE)")
     figs["risk_vs_L"] = fig2
     return figs
 
 
+def _length_label(setting: str) -> str:
+    """Tick label of a setting's sequence-length law: ``spiked L=2`` -> 2, ``max L~U{1,2,3}`` -> U{1,2,3}."""
+    law = setting.split(" ", 1)[1]
+    m = re.fullmatch(r"L~U\{(.*)\}", law)
+    return f"$\\mathcal{{U}}\\{{{m.group(1)}\\}}$" if m else f"${law.removeprefix('L=')}$"
+
+
+_CLOSED_FORM = {"linestyle": "none", "marker": "o", "markersize": 4.5, "markerfacecolor": "white",
+                "markeredgecolor": "black", "markeredgewidth": 1.0, "zorder": 4}
+
+
+@paper_figure
 def plot_activations(ds: xr.Dataset, cfg: ActivationsConfig):
-    settings, acts = list(ds.setting.values), list(ds.activation.values)
-    fig, ax = plt.subplots(figsize=(12, 4.6), layout="constrained")
-    width = 0.8 / (len(acts) + 1)
-    x = np.arange(len(settings))
-    ax.bar(x - 0.4 + width / 2, ds.bayes_risk.values, width, yerr=ds.bayes_risk_se.values, color="k", label="Bayes")
-    for a, name in enumerate(acts):
-        q = ds.sel(activation=name)
-        ax.bar(x - 0.4 + (a + 1.5) * width, q.risk.values, width, yerr=5 * q.risk_se.values, color=f"C{a}",
-               label=_act_label(name))
-    ax.set_xticks(x, [f"{s}\nnu={float(n):g}" for s, n in zip(settings, ds.nu.values)], fontsize=8)
-    ax.set(ylabel="optimised noiseless excess risk (error bars 5 SE)",
-           title="activations at alpha = infinity: fixed L vs L ~ U{1,2,3} (shared k, v)")
-    ax.legend(fontsize=7, ncol=2)
+    """The activation comparison (Fig. 2 / Cor. 4.4): per model, the optimised risk of each activation (bars, 5 SE)
+    at L = 1, 2, 3 and L ~ U{1,2,3}, with the Bayes risk (dashed) and the optimal linear risk in closed form
+    (dotted, over the linear bar)."""
+    acts = list(ds.activation.values)
+    models = list(dict.fromkeys(ds.model.values))
+    fig, axes = panels(len(models), width=3.9, height=2.9)
+    width = 0.84 / len(acts)
+    for ax, model in zip(axes, models):
+        p = ds.isel(setting=np.flatnonzero(ds.model.values == model))
+        x = np.arange(p.sizes["setting"])
+        for a, name in enumerate(acts):
+            q = p.sel(activation=name)
+            xa = x - 0.42 + (a + 0.5) * width
+            ax.bar(xa, q.risk.values, width, yerr=5 * q.risk_se.values, color=_act_color(name, a),
+                   label=_act_label(name), error_kw={"lw": 0.8, "capsize": 1.5})
+            if name == "linear":
+                ax.plot(xa, p.linear_closed_form.values, **_CLOSED_FORM)
+        for xi, v in zip(x, p.bayes_risk.values):
+            ax.plot([xi - 0.45, xi + 0.45], [v, v], **THEORY)
+        ax.set_xticks(x, [_length_label(s) for s in p.setting.values])
+        nu = p.nu.values[0]
+        ax.set(xlabel=r"sequence length $L$", ylabel=RISK,
+               title=f"{model}-SLR, $\\nu={_num(nu)}$", ylim=(0, None))
+        ax.grid(axis="x", visible=False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += [Line2D([], [], **THEORY), Line2D([], [], **_CLOSED_FORM)]
+    labels += ["Bayes risk", "linear, closed form"]
+    fig.legend(handles, labels, loc="outside lower center", ncol=4)
+    fig.suptitle(r"optimised activations at $\alpha=\infty$: fixed $L$ and $L\sim\mathcal{U}\{1,2,3\}$ "
+                 r"(shared $k$, $v$; error bars 5 SE)")
     return {"activation_table": fig}
 
 
+def _setting_title(ds) -> str:
+    return f"{ds.attrs['model']}-SLR, $\\nu={_num(ds.attrs['nu'])}$, $L={ds.attrs['L']}$"
+
+
+@paper_figure
 def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
+    """Fig. 3: test error against alpha, the replica prediction (dashed) and L-BFGS ERM (markers, mean and SE over
+    seeds) per activation, with the Bayes-optimal curve and the population Bayes risk; and the overlaps m_k, m_v,
+    replica (dashed) against ERM (markers)."""
     alphas = ds.alpha.values
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
+    fig, axes = panels(2, width=3.4, height=2.8)
     ax = axes[0]
     for a, name in enumerate(ds.activation.values):
-        p = ds.sel(activation=name)
-        ax.plot(alphas, p.replica_test_error.values, "-", color=f"C{a}", label=f"{name}: replica (RS)")
-        sim = p.sim_test_error.values
-        ax.errorbar(alphas, sim.mean(1), yerr=sim.std(1, ddof=1) / np.sqrt(sim.shape[1]), fmt="o", color=f"C{a}",
-                    capsize=3, label=f"{name}: L-BFGS ERM (mean +- SE)")
+        p, col = ds.sel(activation=name), _act_color(name, a)
+        ax.plot(alphas, p.replica_test_error.values, **{**THEORY, "color": col}, label=f"{name}, replica")
+        m, se = _mean_se(p.sim_test_error.values, 1)
+        _simulation(ax, alphas, m, se, col, f"{name}, ERM")
     if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
-        ax.plot(alphas, ds.bo_test_error.values, "k-", lw=1.5, label="Bayes-optimal")
-    ax.axhline(float(ds.bayes_population), color="k", ls="--", lw=1, label="Bayes risk, alpha = inf")
-    lam_txt = "lambda by grid search" if ds.attrs.get("lambda_grid_search") else f"lambda={ds.attrs['lambda_k']:g}"
-    ax.set(xlabel="alpha = N/D", ylabel="test error E(y - f)^2", xscale="log",
-           title=f"{ds.attrs['model']}-SLR, nu={ds.attrs['nu']:g}, L={ds.attrs['L']}, {lam_txt}")
-    ax.legend(fontsize=7)
+        ax.plot(alphas, ds.bo_test_error.values, color="black", lw=1.3, label="Bayes-optimal")
+    ax.axhline(float(ds.bayes_population), color="0.4", ls=":", lw=1.1, label=r"Bayes risk, $\alpha=\infty$")
+    ax.set(xlabel=r"sample ratio $\alpha=N/D$", ylabel=TEST_ERROR, xscale="log", title="test error")
+    _log_ticks(ax, alphas)
+    ax.legend(loc="upper right")
     ax = axes[1]
     for a, name in enumerate(ds.activation.values):
-        p = ds.sel(activation=name)
+        p, col = ds.sel(activation=name), _act_color(name, a)
         for o, mk in (("m_k", "o"), ("m_v", "s")):
-            ax.plot(alphas, p.replica_order.sel(order=o).mean("set").values, "-", color=f"C{a}")
-            ax.plot(alphas, p.sim_overlaps.sel(overlap=o).mean("seed").values, mk, color=f"C{a}",
-                    label=f"{name} {o}")
-    ax.set(xlabel="alpha", ylabel="overlap", xscale="log", title="overlaps: replica (lines) vs ERM (markers)")
-    ax.legend(fontsize=7)
+            ax.plot(alphas, p.replica_order.sel(order=o).mean("set").values, **{**THEORY, "color": col})
+            sim = p.sim_overlaps.sel(overlap=o).values
+            m, se = _mean_se(sim, 1)
+            _simulation(ax, alphas, m, se, col, marker=mk)
+    handles = [Line2D([], [], color="0.3", **{**SIMULATION, "marker": mk}, label=f"$m_{o[-1]}$, ERM")
+               for o, mk in (("m_k", "o"), ("m_v", "s"))]
+    handles.append(Line2D([], [], **THEORY, label="replica"))
+    ax.set(xlabel=r"sample ratio $\alpha=N/D$", ylabel=r"overlap $m_k$, $m_v$", xscale="log",
+           title="overlaps with the teacher")
+    _log_ticks(ax, alphas)
+    ax.legend(handles=handles, loc="lower right")
+    lam = (r"$\lambda$ by grid search" if ds.attrs.get("lambda_grid_search")
+           else f"$\\lambda_k=\\lambda_v={ds.attrs['lambda_k']:g}$")
+    fig.suptitle(f"{_setting_title(ds)}, {lam}: replica (dashed) vs L-BFGS ERM (markers, mean $\\pm$ SE)")
     return {"sample_complexity": fig}
 
 
+_BRANCH_STYLE = {"informed": "--", "uninformed": ":"}
+_OVERLAP_COLORS = {"m_k": "C2", "m_v": "C3", "q_k": "C4"}
+_JACOBIAN_NAMES = {"implicit": "pointwise", "stein": "Stein"}
+
+
+@paper_figure
 def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
+    """Per alpha, along the lambda path: test error, replica (broken lines: colour the V_hat estimator, style the
+    branch) against L-BFGS ERM (markers) from the informed and a random start; the overlaps of the informed branch
+    against informed ERM; the non-convex fraction of the proximal problems; the Stein-minus-pointwise z-score of
+    V_hat; the solver residuals; the replicon eigenvalue (RS stable below 1)."""
     lams = ds.lam.values
+    jacs, branches = list(ds.jacobian.values), list(ds.branch.values)
+    jac_color = {j: f"C{i}" for i, j in enumerate(jacs)}
     figs = {}
     for al in ds.alpha.values:
         p = ds.sel(alpha=al)
-        fig, axes = plt.subplots(1, 5, figsize=(27, 4.6), layout="constrained")
+        fig, axes = panels(3, 2, width=3.0, height=2.5)
         ax = axes[0]
-        styles = {"informed": "-", "uninformed": ":"}
-        for j, jac in enumerate(ds.jacobian.values):
-            for br in ds.branch.values:
+        for jac in jacs:
+            for br in branches:
                 q = p.sel(jacobian=jac, branch=br)
                 te = q.replica_test_error.where(q.replica_converged).mean("set").values  # converged sets only
-                ax.plot(lams, te, styles.get(br, "--"), color=f"C{j}", marker=".",
-                        label=f"replica, {jac} V_hat, {br} start")
-        for k, start in enumerate(ds.start.values):
+                ax.plot(lams, te, color=jac_color[jac], ls=_BRANCH_STYLE.get(br, "-."), lw=1.3, marker=".")
+        for k, (start, col, mk) in enumerate(zip(p.start.values, ("black", "0.55"), "os")):
             m, se = _mean_se(p.sim_test_error.sel(start=start).values, -1)
-            ax.errorbar(lams * (1 + 0.04 * (k - 0.5)), m, yerr=se, fmt="os"[k], color="k" if k == 0 else "0.5",
-                        capsize=3, label=f"L-BFGS ERM, {start} start (D={int(p.D)})")
-        ax.set(xscale="log", xlabel="lambda_k = lambda_v", ylabel="test error E(y - f)^2",
-               title=f"{ds.attrs['model']}-SLR nu={ds.attrs['nu']:g} L={ds.attrs['L']} alpha={al:g}: test error")
-        ax.legend(fontsize=6)
+            _simulation(ax, lams * (1 + 0.05 * (k - 0.5)), m, se, col, marker=mk)
+        ax.set(xscale="log", xlabel=LAMBDA, ylabel=TEST_ERROR, title="test error")
+
         ax = axes[1]
+        j0 = jacs[0]
+        q = p.sel(jacobian=j0, branch="informed" if "informed" in branches else branches[0])
         for o, mk in (("m_k", "o"), ("m_v", "s"), ("q_k", "^")):
-            for j, jac in enumerate(ds.jacobian.values):
-                q = p.sel(jacobian=jac, branch="informed")
-                conv_o = q.replica_order.sel(order=o).where(q.replica_converged)  # converged sets only
-                ax.plot(lams, conv_o.mean("set").values, "-", color=f"C{j}", marker=mk, ms=3,
-                        label=f"replica {jac}: {o}")
+            col = _OVERLAP_COLORS[o]
+            ax.plot(lams, q.replica_order.sel(order=o).where(q.replica_converged).mean("set").values,
+                    **{**THEORY, "color": col}, label=f"${o[0]}_{o[-1]}$")
             m, se = _mean_se(p.sim_overlaps.sel(start="informed", overlap=o).values, -1)
-            ax.errorbar(lams, m, yerr=se, fmt=mk, color="k", mfc="none", capsize=2, label=f"ERM informed: {o}")
-        ax.set(xscale="log", xlabel="lambda", ylabel="overlap",
-               title="overlaps (informed branch / start; replica: converged sets)")
-        ax.legend(fontsize=6, ncol=2)
+            _simulation(ax, lams, m, se, col, marker=mk)
+        ax.set(xscale="log", xlabel=LAMBDA, ylabel="overlap",
+               title=f"overlaps, informed ({_JACOBIAN_NAMES.get(j0, j0)} " + r"$\hat V$)")
+        ax.legend(loc="best", ncol=3, columnspacing=0.8, handlelength=1.4)
+
         ax = axes[2]
-        q = p.sel(jacobian=ds.jacobian.values[0], branch="informed")
-        ax.plot(lams, q.replica_nonconvex_fraction.mean("set").values, "k-o", ms=3,
-                label="fraction of non-convex proximal problems")
-        ax.set(xscale="log", xlabel="lambda", ylabel="fraction of samples",
-               title="non-convexity and the jump term of V_hat (informed)")
-        ax.legend(fontsize=6, loc="upper left")
-        ax2 = ax.twinx()
-        for sec, c in (("k", "C3"), ("v", "C4")):
-            z = np.abs(q.replica_jump.sel(jump=f"jump_{sec}").values) / q.replica_jump.sel(jump=f"jump_{sec}_se").values
-            ax2.plot(lams, np.nanmax(z, axis=-1), "--", color=c, marker="x",
-                     label=f"|Stein - pointwise V_hat_{sec}| / SE (max over sets)")
-        ax2.axhline(5, color="0.6", lw=0.8)
-        ax2.set(ylabel="z-score")
-        ax2.legend(fontsize=6, loc="upper right")
+        ax.plot(lams, q.replica_nonconvex_fraction.mean("set").values, "k-o", ms=3)
+        ax.set(xscale="log", xlabel=LAMBDA, ylabel="fraction of samples", title="non-convex proximal problems")
+
         ax = axes[3]
-        ax2 = ax.twinx()
-        for j, jac in enumerate(ds.jacobian.values):
-            for br in ds.branch.values:
-                r = p.sel(jacobian=jac, branch=br)
-                ax.plot(lams, r.replica_residual.max("set").values, styles.get(br, "--"), color=f"C{j}", marker="+",
-                        label=f"{jac} V_hat, {br}: max residual")
-                ax2.plot(lams, r.replica_iterations.max("set").values, styles.get(br, "--"),
-                         color=to_rgba(f"C{j}", 0.4), marker="o", ms=3)
-        ax.axhline(1e-8, color="0.6", lw=0.8)
-        ax.set(xscale="log", yscale="log", xlabel="lambda", ylabel="residual max|F(x) - x| (crosses)",
-               title="convergence report (Anderson, tol 1e-8)")
-        ax2.set(ylabel="map evaluations (faint circles)")
-        ax.legend(fontsize=6)
+        for sec, col in (("k", "C3"), ("v", "C4")):
+            z = np.abs(q.replica_jump.sel(jump=f"jump_{sec}").values) / q.replica_jump.sel(jump=f"jump_{sec}_se").values
+            ax.plot(lams, np.nanmax(z, axis=-1), "--", color=col, marker="x", label=f"$\\hat V_{sec}$")
+        ax.axhline(5, color="0.5", lw=0.8, ls=":")
+        ax.set(xscale="log", xlabel=LAMBDA, ylabel=r"$|\hat V^{\rm Stein}-\hat V|\,/\,\mathrm{SE}$",
+               title=r"Stein minus pointwise $\hat V$ (max over sets)")
+        ax.legend(loc="best")
+
         ax = axes[4]
+        for jac in jacs:
+            for br in branches:
+                r = p.sel(jacobian=jac, branch=br)
+                ax.plot(lams, r.replica_residual.max("set").values, color=jac_color[jac],
+                        ls=_BRANCH_STYLE.get(br, "-."), marker="+")
+        ax.axhline(1e-8, color="0.5", lw=0.8, ls=":")
+        ax.set(xscale="log", yscale="log", xlabel=LAMBDA, ylabel=r"residual $\max|F(x)-x|$",
+               title="solver residual (tolerance $10^{-8}$)")
+
+        ax = axes[5]
         if "replica_at_eigenvalue" in p:
-            for j, jac in enumerate(ds.jacobian.values):
-                for br in ds.branch.values:
+            for jac in jacs:
+                for br in branches:
                     r = p.sel(jacobian=jac, branch=br)
                     ev = r.replica_at_eigenvalue.where(r.replica_converged)  # converged sets only
-                    ax.plot(lams, ev.max("set").values, styles.get(br, "--"), color=f"C{j}", marker="d", ms=3,
-                            label=f"{jac} V_hat, {br}")
-        ax.axhline(1.0, color="k", lw=0.8, ls="--", label="RS unstable above")
-        ax.set(xscale="log", yscale="log", xlabel="lambda", ylabel="replicon eigenvalue rho(T), max over sets",
-               title="de Almeida-Thouless stability of the RS fixed point")
-        ax.legend(fontsize=6)
+                    ax.plot(lams, ev.max("set").values, color=jac_color[jac], ls=_BRANCH_STYLE.get(br, "-."),
+                            marker="d", ms=3)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlabel=LAMBDA, ylabel=r"replicon eigenvalue $\rho(T)$",
+               title="RS stability (unstable above 1)")
+        _plain_log_y(ax)
+        for ax in axes:
+            _log_ticks(ax, lams)
+
+        handles = [Line2D([], [], color=jac_color[j], lw=1.3, label=f"replica, {_JACOBIAN_NAMES.get(j, j)} $\\hat V$")
+                   for j in jacs]
+        handles += [Line2D([], [], color="0.4", ls=_BRANCH_STYLE.get(b, "-."), lw=1.3, label=f"{b} branch")
+                    for b in branches]
+        handles += [Line2D([], [], color=c, **{**SIMULATION, "marker": mk}, label=f"ERM, {s} start ($D={int(p.D)}$)")
+                    for s, c, mk in zip(p.start.values, ("black", "0.55"), "os")]
+        fig.legend(handles=handles, loc="outside lower center", ncol=3)
+        fig.suptitle(f"low SNR: {_setting_title(ds)}, $\\alpha={al:g}$, {ds.attrs['activation']} attention")
         figs[f"low_snr_alpha{al:g}"] = fig
     return figs

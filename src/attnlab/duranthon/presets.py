@@ -70,11 +70,39 @@ def _bayes(key, model, nu, L, n):
     return bayes_risk_mc(key, model, nu, L, n)
 
 
+# long_name of every coordinate the presets' datasets have (CF): the swept and compared quantities
+COORDINATE_NAMES = {
+    "model": "SLR model (spiked or max)",
+    "L": "sequence length L",
+    "nu": "signal strength nu",
+    "activation": "attention activation sigma",
+    "setting": "model and sequence-length law",
+    "variable_L": "the sequence length is random, L ~ U{1,2,3}",
+    "alpha": "sample ratio alpha = N/D",
+    "lam": "regularisation lambda_k = lambda_v",
+    "set": "independent frozen sample set of the replica equations",
+    "order": "replica order parameter",
+    "bo_order": "Bayes-optimal order parameter",
+    "lam_kv": "regularisation of the key and of the value",
+    "lam_grid": "grid value of lambda_k = lambda_v",
+    "seed": "independent ERM data set",
+    "overlap": "overlap of the ERM estimate with the teacher",
+    "jacobian": "estimator of V_hat (pointwise derivative or Stein)",
+    "branch": "start of the replica iteration (informed or uninformed branch)",
+    "jump": "Stein minus pointwise V_hat, component and its standard error",
+    "start": "ERM initialisation (informed or random)",
+}
+
+
 def _dimensionless(ds: xr.Dataset) -> xr.Dataset:
     """Every variable and coordinate of these presets is dimensionless (risks are normalised so that the null
-    predictor scores 1; counts, flags, labels and indices): ``units = "1"`` wherever a unit is not yet stated."""
+    predictor scores 1; counts, flags, labels and indices): ``units = "1"`` wherever a unit is not yet stated, and
+    each coordinate's ``long_name`` from :data:`COORDINATE_NAMES`."""
     for name in list(ds.data_vars) + list(ds.coords):
         ds[name].attrs.setdefault("units", "1")
+    for name in ds.coords:
+        if name in COORDINATE_NAMES:
+            ds[name].attrs.setdefault("long_name", COORDINATE_NAMES[name])
     return ds
 
 

@@ -48,6 +48,16 @@ from attnlab.duranthon.replica import (
 __all__ = ["theory_vs_simulation", "low_snr_diagnostics"]
 
 _ORDER = ("m_k", "q_k", "V_k", "m_v", "q_v", "V_v")
+
+
+def _json_nu(nu):
+    """``nu`` as a JSON value for the dataset's attributes: a number, or the string "inf" (max-SLR at nu = inf)."""
+    return float(nu) if math.isfinite(nu) else "inf"
+
+
+def _json_L(L):
+    """The sequence length (or the list of lengths of a length law) as a JSON value."""
+    return int(L) if np.ndim(L) == 0 else [int(x) for x in L]
 _SIM = ERMOverlaps.names()
 
 
@@ -211,7 +221,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     coords = {"activation": list(activations), "alpha": alphas, "set": np.arange(n_sets), "order": list(_ORDER),
               "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"],
               "lam_kv": ["lambda_k", "lambda_v"], "lam_grid": [p[0] for p in pairs]}
-    attrs = {"model": model, "nu": float(nu), "L": str(L), "lambda_k": lam_k, "lambda_v": lam_v,
+    attrs = {"model": model, "nu": _json_nu(nu), "L": _json_L(L), "lambda_k": lam_k, "lambda_v": lam_v,
              "sqrt_ND": sqrt_ND, "n_replica": n_replica, "lambda_grid_search": int(grid is not None),
              "lambda_grid_rs_stable_only": int(bool(grid_rs_stable))}
     return xr.Dataset(data, coords=coords, attrs=attrs)
@@ -344,6 +354,6 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     coords = {"alpha": alphas, "lam": lams, "jacobian": list(jacobians), "branch": branches,
               "set": np.arange(n_sets), "order": list(_ORDER), "jump": list(_JUMP), "start": ["informed", "random"],
               "seed": np.arange(n_seeds), "overlap": list(_SIM)}
-    attrs = {"model": model, "nu": float(nu), "L": str(L), "activation": activation_name, "sqrt_ND": sqrt_ND,
+    attrs = {"model": model, "nu": _json_nu(nu), "L": _json_L(L), "activation": activation_name, "sqrt_ND": sqrt_ND,
              "n_replica": n_replica, "frozen_samples": "scrambled Sobol (QMC)" if qmc else "Monte Carlo"}
     return xr.Dataset(data, coords=coords, attrs=attrs)
