@@ -1,5 +1,5 @@
-/* C kernels of the Sakai presets (see attnlab/width/native.py): the exact first-token sampler of the attention layer
-   (spec 4.3, steps 1-3 of attnlab/width/exact.py's docstring) for inputs on the Wishart path (psi = clip/identity,
+/* C kernels of the Sakai presets (see attnlab/sakai/native.py): the exact first-token sampler of the attention layer
+   (the derivation in the docstring of attnlab/sakai/sampler.py) for inputs on the Wishart path (psi = clip/identity,
    n >= s), explicit clip/ReLU inputs and the n -> infinity limit law, in float64, one network per iteration, OpenMP
    over networks; the exact score probe and the brute-force reference statistic Y[0, 0]; and the presets' distances
    (the official KDE on a uniform grid, the Poisson bootstrap of KS/W1, KS/W1 of sorted samples), at the end of this
@@ -582,7 +582,7 @@ int attnlab_sakai_first(uint64_t seed, uint64_t stream, long index0, long m, int
     return 0;
 }
 
-/* The score probe (spec 1.4, 2.8), one network per draw: g[k] = Gamma_00 sqrt(chi^2_n/n) N(0, 1), the score
+/* The score probe (Sakai et al. Fig. 2a), one network per draw: g[k] = Gamma_00 sqrt(chi^2_n/n) N(0, 1), the score
    (Q K^T)_00/sqrt(n) given the input Gram (Q_0, K_0 in R^n with iid N(0, Gamma_00) entries, so Q_0 . K_0 =
    Gamma_00 |a| N(0, 1), |a|^2 ~ chi^2_n), with Gamma_00 = (L L^T)_00 from input_factor. Networks index0 ..
    index0 + m - 1 of stream `stream`. Returns 0, or 1 on bad sizes. */

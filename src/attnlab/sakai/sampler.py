@@ -403,7 +403,7 @@ def sample_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n
                   chunk: int = 50_000, method: str = "auto"):
     r"""Exact score probe: ``G_00 = Gamma_00 sqrt(chi^2_n/n) N(0,1)`` at 1/sqrt(n) scaling, and ``G_00/sqrt(n)``.
 
-    Spec 2.8: for psi = identity ``Gamma_00 = (chi^2_n/n)(chi^2'_n/n)`` and ``Var G_00 = (1 + 2/n)^2``.
+    For psi = identity ``Gamma_00 = (chi^2_n/n)(chi^2'_n/n)`` and ``Var G_00 = (1 + 2/n)^2``.
     Returns ``(g_sqrt, g_lin)`` like :func:`attnlab.sakai.reference.sample_reference_scores`. ``method`` as in
     :func:`sample_scores_sweep`.
     """
