@@ -55,17 +55,17 @@ def _log_ticks(ax, values, axis="x"):
 
 
 def _plain_log_y(ax):
-    """Plain tick labels (0.3, not 3x10^-1) on a log y axis, the minor ticks 2, 3, 5 x 10^k labelled too where the
-    axis spans less than about a decade and a half (call after drawing)."""
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    ax.yaxis.set_major_formatter(plain)
+    """Plain tick labels (0.3, not 3x10^-1) on a log y axis, with the minor ticks 2, 3, 5 x 10^k labelled where the
+    axis spans less than about a decade (2, 5 x 10^k up to two and a half decades); call after drawing."""
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     lo, hi = ax.get_ylim()
-    if lo > 0 and np.log10(hi / lo) < 1.5:
-        def minor(v, _):
-            return f"{v:g}" if round(v / 10 ** np.floor(np.log10(v) + 1e-9)) in (2, 3, 5) else ""
-        ax.yaxis.set_minor_formatter(FuncFormatter(minor))
-    else:
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    decades = np.log10(hi / lo) if lo > 0 else np.inf
+    shown = (2, 3, 5) if decades < 1.2 else (2, 5) if decades < 2.5 else ()
+
+    def minor(v, _):
+        return f"{v:g}" if v > 0 and round(v / 10 ** np.floor(np.log10(v) + 1e-9)) in shown else ""
+
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor) if shown else NullFormatter())
 
 
 def _simulation(ax, x, y, yerr, color, label=None, marker="o", **kw):
@@ -169,34 +169,37 @@ def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
     seeds) per activation, with the Bayes-optimal curve and the population Bayes risk; and the overlaps m_k, m_v,
     replica (dashed) against ERM (markers)."""
     alphas = ds.alpha.values
+    acts = list(ds.activation.values)
     fig, axes = panels(2, width=3.4, height=2.8)
     ax = axes[0]
-    for a, name in enumerate(ds.activation.values):
+    for a, name in enumerate(acts):
         p, col = ds.sel(activation=name), _act_color(name, a)
-        ax.plot(alphas, p.replica_test_error.values, **{**THEORY, "color": col}, label=f"{name}, replica")
+        ax.plot(alphas, p.replica_test_error.values, **{**THEORY, "color": col})
         m, se = _mean_se(p.sim_test_error.values, 1)
-        _simulation(ax, alphas, m, se, col, f"{name}, ERM")
+        _simulation(ax, alphas, m, se, col)
+    extra = []
     if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
-        ax.plot(alphas, ds.bo_test_error.values, color="black", lw=1.3, label="Bayes-optimal")
-    ax.axhline(float(ds.bayes_population), color="0.4", ls=":", lw=1.1, label=r"Bayes risk, $\alpha=\infty$")
+        extra += ax.plot(alphas, ds.bo_test_error.values, color="black", lw=1.3, label="Bayes-optimal")
+    extra.append(ax.axhline(float(ds.bayes_population), color="0.4", ls=":", lw=1.1,
+                            label=r"Bayes risk, $\alpha=\infty$"))
     ax.set(xlabel=r"sample ratio $\alpha=N/D$", ylabel=TEST_ERROR, xscale="log", title="test error")
     _log_ticks(ax, alphas)
-    ax.legend(loc="upper right")
     ax = axes[1]
-    for a, name in enumerate(ds.activation.values):
+    for a, name in enumerate(acts):
         p, col = ds.sel(activation=name), _act_color(name, a)
         for o, mk in (("m_k", "o"), ("m_v", "s")):
             ax.plot(alphas, p.replica_order.sel(order=o).mean("set").values, **{**THEORY, "color": col})
-            sim = p.sim_overlaps.sel(overlap=o).values
-            m, se = _mean_se(sim, 1)
+            m, se = _mean_se(p.sim_overlaps.sel(overlap=o).values, 1)
             _simulation(ax, alphas, m, se, col, marker=mk)
-    handles = [Line2D([], [], color="0.3", **{**SIMULATION, "marker": mk}, label=f"$m_{o[-1]}$, ERM")
-               for o, mk in (("m_k", "o"), ("m_v", "s"))]
-    handles.append(Line2D([], [], **THEORY, label="replica"))
     ax.set(xlabel=r"sample ratio $\alpha=N/D$", ylabel=r"overlap $m_k$, $m_v$", xscale="log",
            title="overlaps with the teacher")
     _log_ticks(ax, alphas)
-    ax.legend(handles=handles, loc="lower right")
+    handles = [Line2D([], [], **{**THEORY, "color": _act_color(n, a)}, marker="o", markersize=4, label=str(n))
+               for a, n in enumerate(acts)]
+    handles += extra
+    handles += [Line2D([], [], color="0.3", **{**SIMULATION, "marker": mk}, label=f"$m_{o[-1]}$ (right)")
+                for o, mk in (("m_k", "o"), ("m_v", "s"))]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles) if len(handles) <= 6 else 4)
     lam = (r"$\lambda$ by grid search" if ds.attrs.get("lambda_grid_search")
            else f"$\\lambda_k=\\lambda_v={ds.attrs['lambda_k']:g}$")
     fig.suptitle(f"{_setting_title(ds)}, {lam}: replica (dashed) vs L-BFGS ERM (markers, mean $\\pm$ SE)")
