@@ -1,4 +1,4 @@
-/* Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, NeurIPS 2025, Sec. 5), with the token
+/* Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, NeurIPS 2025, eq. 29), with the token
    products and the per-token arithmetic in float32 (AVX2 + FMA, OpenMP over repeats): see attnlab/dohmatob/rgd_native.py.
 
    Per repeat: tokens X (nb, L, d, 8) float32, sample-lane layout: block b holds samples 8b..8b+7, one per lane of
