@@ -36,7 +36,8 @@ def sample_dohmatob_in_frame(key, n: int, L: int, gamma, eps, d, link="linear"):
     Returns ``(Z, y)``: ``Z`` of shape (n, L, 4) and the labels ``y`` (n,). The predictor of any (u, v) in the span
     of the frame depends on the tokens only through ``Z``, so a Monte Carlo risk costs O(n L), whatever d. The
     normals of Z come from :func:`attnlab._random.normal` (Threefry + Box-Muller, float64, exact in law): the Monte
-    Carlo risks are bound by drawing them, and that generator is 2-4x faster here than ``jax.random.normal``.
+    Carlo risks are bound by drawing them, and that generator avoids the float64 ``erf_inv`` of
+    ``jax.random.normal`` (see :mod:`attnlab._random`).
     """
     from attnlab._random import normal
 

@@ -100,5 +100,5 @@ register(Preset(
     description="Learnability in (gamma, alpha): sqrt(1 - gamma^2) > psi, mean-field oracle risk, Monte Carlo points.",
     config_cls=PhaseConfig, run=run_phase, summarize=summarize_phase, plot=plot_phase,
     defaults={}, finding=_phase_finding,
-    # the full set of Monte Carlo points (20, 6 deep in the learnable phase): 4 s warm
+    # the full set of Monte Carlo points (20, 6 deep in the learnable phase)
     quick={"n_gamma": 30, "n_alpha": 30}))

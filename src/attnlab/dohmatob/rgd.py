@@ -17,7 +17,8 @@ fixed test set in R^d (the ``dohmatob-rgd`` preset evaluates an actual R^d test 
 
 Two implementations of the steps, one chosen per call (:func:`resolve_implementation`): ``"jax"``, a compiled
 ``lax.scan`` (any dtype, any link, any backend), and ``"native"``, the C kernel of :mod:`attnlab.dohmatob.rgd_native`
-(float32 tokens, named links, CPU with AVX2 and FMA; about 3.5x faster at Figure-2 size).
+(float32 tokens, named links, CPU with AVX2 and FMA), which reads each token once per step for the scores and the
+gradient together; ``bench/softmax_rgd.py`` measures both.
 """
 
 from __future__ import annotations
@@ -179,12 +180,14 @@ def run_rgd(u0, v0, X, Y, lam, step_size, n_steps: int, log_every: int, links=("
 
     ``token_dtype`` (default: the dtype of ``X``) is the precision of the two token products per step and of the
     per-token arithmetic between them (softmax, link, residual); the iterates, their projection and the logged
-    losses stay in the dtype of ``u0``. float32 cuts the step time by about 2.5x here and its effect on the iterates
-    is bounded in the tests.
+    losses stay in the dtype of ``u0``. float32 halves the bytes of tokens read per step and doubles the lanes per
+    vector; its effect on the iterates is bounded in ``tests/dohmatob/test_rgd.py``.
 
     ``implementation``: ``"jax"`` runs the steps as a compiled ``lax.scan``; ``"native"`` runs them in the C kernel
-    of :mod:`attnlab.dohmatob.rgd_native` (float32 tokens, named links, CPU; about 3.5x faster than ``"jax"`` in
-    float32 at Figure-2 size on the 2-core Zen 1 machine); ``"auto"`` is resolved by :func:`resolve_implementation`.
+    of :mod:`attnlab.dohmatob.rgd_native` (float32 tokens, named links, CPU with AVX2 and FMA: scores, softmax and
+    gradient in one pass over the tokens of each block while they are in cache, where XLA reads the tokens from
+    memory for each of its two products; measured by ``bench/softmax_rgd.py``); ``"auto"`` is resolved by
+    :func:`resolve_implementation`.
 
     Returns the iterates at steps ``0, log_every, ..., n_steps`` on axis 1: ``u, v`` (repeats, n_logs + 1, K, d) and
     the training loss (repeats, n_logs + 1, K).
@@ -259,9 +262,9 @@ def frame_predict(Z, o: DohmatobOverlaps, lam, link="linear"):
 def frame_predict_planes(Zs, o: DohmatobOverlaps, lam, link="linear"):
     """:func:`frame_predict` on the frame coordinates given as four planes ``Zs[k] = Z[..., k]`` (n, L), the scores
     ``a = lam sum_k u_k Zs[k]`` elementwise. Splitting Z into planes once and evaluating many (u, v) on them (a
-    held-out set at every logged iterate) is about 1.3x faster than the (n, L, 4) products. The softmax takes one
-    exponential per token: ``f = sum_l e_l g_l / sum_l e_l``, ``e = exp(a - max_l a)`` (every e <= 1 and the largest
-    is 1, so the ratio is finite for any finite scores)."""
+    held-out set at every logged iterate) replaces the (n, L, 4) products by elementwise multiply-adds on contiguous
+    planes. The softmax takes one exponential per token: ``f = sum_l e_l g_l / sum_l e_l``, ``e = exp(a - max_l a)``
+    (every e <= 1 and the largest is 1, so the ratio is finite for any finite scores)."""
     u4, v4 = frame_coordinates(o.to_marion())
     a = lam * (Zs[0] * u4[0] + Zs[1] * u4[1] + Zs[2] * u4[2] + Zs[3] * u4[3])
     b = Zs[0] * v4[0] + Zs[1] * v4[1] + Zs[2] * v4[2] + Zs[3] * v4[3]

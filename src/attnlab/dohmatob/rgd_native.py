@@ -12,8 +12,7 @@ then ``w <- (w - step_size (g - (w.g) w)) / |.|`` for every row, in float64.
 
 Why C: XLA on CPU runs each step as two separate token products (scores ``X [U V]^T`` and gradient ``C X``) with the
 softmax in between, so the 8 MB of float32 tokens of a Figure-2 repeat (n L = 20,000 tokens, d = 100) go through
-memory three times per step, and the tall-skinny products run at about 26 GFLOP/s on the 2-core Zen 1 machine (68 is
-its float32 peak).
+memory three times per step, and tall-skinny products of this shape run well below the float32 FMA peak.
 
 Layout: :func:`tokens` stores the tokens sample-lane, (R, ceil(n / 8), L, d, 8): a block of 8 samples, one per lane
 of every vector ``x[l][j]`` (coordinate j of token l of the 8 samples). Then every part of a step is vertical, with
@@ -30,16 +29,13 @@ The samples that pad n to a multiple of 8 are zero tokens with label 0: sigma(0)
 residual is exactly 0 and they add nothing. The iterates, the projection and the losses are float64. One repeat runs
 on one OpenMP thread from start to end, so the result does not depend on the thread count.
 
-Measured at Figure-2 size (K = 6 runs, Zen 1 at 2 GHz, idle): 2.9-3.1 ms per step of one repeat on one thread,
-the FMA bound of its 2 x 20,000 x 12 x 100 multiply-adds at one 256-bit FMA per cycle; 1.63-1.67 ms per
-repeat-step over 10 repeats on 2 threads. The previous token-major kernel (one sample's tokens per tile, horizontal
-sums of 8 lanes, softmax over 3 vectors of which 20 of 24 lanes were used) took 3.96-4.07 and 1.98-2.05 ms; the
-XLA float32 path 6.3 ms.
+Cost: the kernel does the 2 x n L x 2K x d multiply-adds of a step (scores and gradient of the K runs) at close to
+one 256-bit FMA per cycle, and the token-major alternative (one sample's tokens per tile) would need horizontal sums
+of 8 lanes and leave lanes idle in the softmax for most L; ``bench/softmax_rgd.py`` measures the preset with it.
 
 Differences from the JAX float32 path are float32 round-off (the order of the sums and a polynomial exp2 with
 relative error below 2e-7), bounded in ``tests/dohmatob/test_rgd_native.py``: at Figure-2 shapes, after 40 steps, the
-iterates are within 2.6e-6 of the float64 path and the losses within a relative 1.3e-5 (the XLA float32 path: 2.1e-5
-and 2.8e-5).
+iterates must be within 2e-5 of the float64 path and the losses within a relative 2e-5.
 
 Built and cached by :mod:`attnlab.native`; ``ATTNLAB_NATIVE=0`` disables it.
 """

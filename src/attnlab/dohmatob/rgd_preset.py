@@ -283,7 +283,7 @@ def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
             metrics[f"flow_final_mu_median_{tag}"] = float(x.flow_mu.median())
             metrics[f"flow_final_nu_median_{tag}"] = float(x.flow_nu.median())
             metrics[f"flow_final_mean_field_risk_median_{tag}"] = float(x.flow_mean_field_risk.median())
-    # the headline metric: mean field vs the exact model's risk where the mean-field p > 0.99
+    # the headline metric: mean field vs the exact model's risk where the mean-field p > 0.99
     mf, mc, se = last.mean_field_risk.values, last.test_excess_risk.values, last.test_excess_risk_se.values
     sel = last.p_mu.values > P_LOCATED
     gap = np.abs(mf - mc)
