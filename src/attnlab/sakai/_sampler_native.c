@@ -129,7 +129,7 @@ static inline __attribute__((always_inline)) double gamma_mt(rng_t *g, double a)
 /* exp(x) for x <= 0 (a softmax after its maximum is subtracted), branch-free: x = k ln 2 + t with |t| <= ln2/2
    (ln 2 in two parts, Cody and Waite), exp(t) by its Taylor polynomial of degree 13 (truncation below 3e-18
    relative), times 2^k through the exponent bits; x is clamped at -700 (exp(-700) = 1e-304 against the largest
-   term, 1). Relative error a few ulp, against libm's exp at about 4x the cost here. */
+   term, 1). Relative error a few ulp; unlike libm's exp it has no branch and no special-case handling. */
 static inline double exp_neg(double x) {
     x = x < -700.0 ? -700.0 : x;
     const double k = (x * 1.4426950408889634 + 0x1.8p52) - 0x1.8p52; /* round to nearest, |x| < 2^51 */
@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void explicit_gram(const int S, rng
         for (int j = 0; j <= i; j++) acc[i][j] = 0.0;
     if (inputs == 2) {
         /* (drawing the signs as bits and a half-normal for the positive entries only halves the normals, but its
-           coin-flip branch mispredicts: 8.1 ns per entry against 6.8 for this, measured) */
+           coin-flip branch mispredicts half the time, which costs more than the normals it saves) */
         for (long c = 0; c < n; c++) {
             double x[MAX_S];
             for (int i = 0; i < S; i++) {
@@ -223,8 +223,8 @@ static inline __attribute__((always_inline)) void explicit_gram(const int S, rng
 
 /* AVX2 vectors of draws (4 lanes, float64). Bits: 4 xoshiro256++ streams in the lanes, seeded from the network's
    stream g. Normals (normal4): the ziggurat's box step vectorised (the uniform from bits 12..63 as a 52-bit
-   mantissa, the box index from bits 0..6; the 8 table entries by scalar loads, which beat AVX2's gather on Zen 1:
-   5.9 ns per entry against 6.6-7.3 with gathers and 7.8-8.5 for the scalar ziggurat, one thread, in the ReLU Gram);
+   mantissa, the box index from bits 0..6; the 8 table entries by scalar loads, since AVX2's gather is microcoded
+   and slow on some x86 cores);
    a lane whose box step rejects (about 1.2%) continues the ziggurat in scalar code with its own (i, u) (wedge or
    tail test; a full rejection restarts with a fresh scalar normal from g, as the ziggurat's loop does), so each lane
    has exactly the ziggurat's law. Chi-squares (gamma4): Marsaglia-Tsang's first candidate in the lanes (squeeze
@@ -476,7 +476,7 @@ static void relu_gram4(rng_t *g, long n, double (*G)[MAX_S]) {
 }
 
 /* Lower-triangular L with L L^T = G (s x s, PSD), a pivot below rtol * max diag set to zero with its column (as
-   attnlab.width.exact.semidefinite_cholesky: exact when the Schur complement column is zero, e.g. a ReLU input row
+   attnlab.sakai.sampler.semidefinite_cholesky: exact when the Schur complement column is zero, e.g. a ReLU input row
    that is identically 0, probability 2^-n per token). */
 static void semidefinite_cholesky(int s, const double (*G)[MAX_S], double (*L)[MAX_S]) {
     double scale = 0.0;
@@ -608,7 +608,7 @@ int attnlab_sakai_scores(uint64_t seed, uint64_t stream, long index0, long m, in
     return 0;
 }
 
-/* The brute-force reference (attnlab.width.finite, the official single_run), Y[0, 0] of m networks in float64 with
+/* The brute-force reference (attnlab.sakai.reference, the official single_run), Y[0, 0] of m networks in float64 with
    plain loops: h ~ N(0, I_n); x_i = psi(W_i h / sqrt(n)) (psi: act 1 clip at +-100, act 2 ReLU), W_i n x n; per
    head W_Q, W_K, W_V (n x d) and column 0 of W_O (d; Y[0, 0] depends on W_O through that column only, so the others
    are not drawn), all standard normals; Q_0 = x_0 W_Q / sqrt(n), K = X W_K / sqrt(n), V = X W_V / sqrt(n),
@@ -734,7 +734,7 @@ int attnlab_sakai_draws(uint64_t seed, int kind, double df, long m, double *out)
     return 0;
 }
 
-/* Gaussian kernel sums on a uniform grid, for the official KDE (attnlab.width.distances.kde): for each of R rows of
+/* Gaussian kernel sums on a uniform grid, for the official KDE (attnlab.sakai.distances.kde): for each of R rows of
    N points x (already divided by sqrt(2) h), acc[r][g] = sum_i exp(-(g0 + g dg - x_i)^2), g < G. The exponent is
    quadratic in g (row r: grid point g at g0[r] + g dg[r]), so from the grid point nearest x the terms follow v_{g+1} = v_g q_g, q_{g+1} = q_g exp(-2 dg^2):
    one exp per point and direction and two products per term; a direction stops once v < 1e-40 (the terms only
@@ -776,13 +776,13 @@ void attnlab_kde_rows(long R, long N, const double *x, long G, const double *g0s
 }
 
 /* Poisson(1) bootstrap of the two-sample KS statistic and 1-Wasserstein distance (as
-   attnlab.width.distances.bootstrap_ks_w1): zs (N) the pooled points sorted, is_x (N) 1 for a point of the first
+   attnlab.sakai.distances.bootstrap_ks_w1): zs (N) the pooled points sorted, is_x (N) 1 for a point of the first
    sample; replicate b gives every point an independent Poisson(1) weight (inversion of its CDF, one uniform each)
    and returns the KS and W1 of the two weighted empirical laws. Replicate b uses the stream (seed, 0, b), so the
    numbers do not depend on the thread count. The inversion looks up the uniform's top 8 bits in a guide table (the
-   weight where no CDF value falls inside the bucket, else the search), and both passes are branch-free in is_x
-   (a random branch otherwise: 3x slower here). Scratch (the weights per thread, is_x as 0/1 doubles and the gaps
-   of zs) is allocated here. Returns 0, or 2 when out of memory. */
+   weight where no CDF value falls inside the bucket, else the search), and both passes are branch-free in is_x (a
+   branch on is_x would go either way at random and mispredict often). Scratch (the weights per thread, is_x as 0/1
+   doubles and the gaps of zs) is allocated here. Returns 0, or 2 when out of memory. */
 int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsigned char *is_x, long n_boot,
                             double *ks, double *w1) {
     double cdf[18], term = exp(-1.0), c = 0.0; /* the Poisson(1) CDF at 0..17 (1 - 1e-17 at 17) */
@@ -865,7 +865,7 @@ int attnlab_bootstrap_ks_w1(uint64_t seed, long N, const double *zs, const unsig
 
 /* KS statistic and 1-Wasserstein distance of two samples given sorted (xs: nx points, ys: ny points), by merging
    them in the order of a stable sort of (x, y) (a point of x before an equal point of y), as
-   attnlab.width.distances.ks_w1_rows does with its pooled argsort: out[0] = max |F_x - F_y| over the merged points,
+   attnlab.sakai.distances.ks_w1_rows does with its pooled argsort: out[0] = max |F_x - F_y| over the merged points,
    out[1] = sum of |F_x - F_y| times the gap to the next merged point. */
 void attnlab_ks_w1_sorted(long nx, const double *xs, long ny, const double *ys, double *out) {
     long i = 0, j = 0;

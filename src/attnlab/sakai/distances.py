@@ -40,9 +40,9 @@ def kde(x, grid, block: int = 8192):
     """scipy ``gaussian_kde(x)(grid)`` for 1-d x: Scott's factor ``N^{-1/5}``, bandwidth ``factor * std(x, ddof=1)``.
 
     Points and grid are divided by ``sqrt(2) bw`` once, so the inner loop is ``exp(-(g - x)^2)`` with no division;
-    the padding points are +inf (their kernel is exactly 0). 0.84 ns per kernel value on this CPU against 1.71 ns
-    with the division and a NaN mask in the loop; the values agree to 3e-16.
-    scipy.stats.gaussian_kde takes 12.3x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
+    the padding points are +inf (their kernel is exactly 0), so the loop needs no mask either. On CPU the Sakai
+    presets use the grid recurrence of :func:`attnlab.sakai.native.kde_rows` instead; ``bench/dependencies.py`` (row
+    ``kde``) compares both with ``scipy.stats.gaussian_kde`` on ``sakai-vary-width``."""
     N = x.shape[-1]
     bw = N ** (-0.2) * jnp.std(x, ddof=1)
     scale = 1.0 / (math.sqrt(2.0) * bw)
@@ -96,8 +96,8 @@ _POISSON1_CDF = tuple(float(x) for x in np.cumsum([math.exp(-1.0) / math.factori
 
 
 def poisson1(key, shape):
-    """Poisson(1) draws by inversion of its CDF table (one uniform each; about 10x faster on CPU than
-    ``jax.random.poisson``): ``k = #{j : F(j) <= u}``."""
+    """Poisson(1) draws by inversion of its CDF table: ``k = #{j : F(j) <= u}``, one uniform and a fixed number of
+    comparisons each, with no data-dependent loop (``jax.random.poisson`` draws by a rejection loop)."""
     u = jax.random.uniform(key, shape)
     return sum((u >= c).astype(jnp.float64) for c in _POISSON1_CDF if c < 1.0)
 
@@ -105,10 +105,10 @@ def poisson1(key, shape):
 def ks_w1_rows(x, y):
     """:func:`ks_w1` of each pair of rows ``(x[i], y[i])``: ``(ks, w1)``, each a NumPy array (rows,).
 
-    On the host with NumPy's stable argsort, the same pooled-ECDF formula as :func:`ks_w1` (agreement to 1e-16): XLA's
-    CPU sort calls a comparator per comparison, and NumPy's took 0.22 s against 0.56 s for 20 pairs of 50,000 points
-    (0.53 against 1.33 s for 3 pairs of 500,000) on this machine.
-    scipy.stats.ks_2samp + wasserstein_distance: 2.6x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
+    On the host with NumPy's stable argsort, the same pooled-ECDF formula as :func:`ks_w1` (agreement to 1e-16):
+    XLA's CPU sort calls a comparator function per comparison, NumPy's stable sort compares the float64 keys inline.
+    ``bench/dependencies.py`` (row ``ks_w1``) compares the presets' C version,
+    :func:`attnlab.sakai.native.ks_w1_rows`, with ``scipy.stats.ks_2samp`` and ``wasserstein_distance``."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     out = np.empty((x.shape[0], 2))
     for i, (a, b) in enumerate(zip(x, y)):
@@ -122,8 +122,11 @@ def ks_w1_rows(x, y):
 
 @functools.partial(jax.jit, static_argnames=("n_boot",))
 def bootstrap_ks_w1(key, x, y, n_boot: int = 200):
-    """Poisson-bootstrap replicates of ``(ks, w1)``, each (n_boot,): every network gets a Poisson(1) weight.
-    scipy.stats.bootstrap takes 16.5x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
+    """Poisson-bootstrap replicates of ``(ks, w1)``, each (n_boot,): every network gets an independent Poisson(1)
+    weight (:func:`poisson1`) and a replicate is the KS statistic and W1 of the two weighted empirical laws on the
+    pooled points, sorted once for all replicates. A replicate that gives one sample no weight is NaN.
+    ``bench/dependencies.py`` (row ``bootstrap``) compares this bootstrap with ``scipy.stats.bootstrap``, which
+    resamples and sorts again per replicate."""
     zs, is_x = _pooled(x, y)
 
     def one(k):

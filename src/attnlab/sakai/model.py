@@ -16,7 +16,11 @@ import jax.numpy as jnp
 __all__ = ["ACTIVATIONS", "CLIP", "psi", "check_model"]
 
 ACTIVATIONS = ("clip", "relu", "identity")
+"""The input activations psi (inputs ``x_i = psi(W_i h)``) accepted as ``activation``: ``clip``
+(``clip(t, -C, C)``, C = 100), ``relu`` (``max(t, 0)``) and ``identity``; see :func:`psi`."""
+
 CLIP = 100.0
+"""The clip level C of the ``clip`` input activation ``psi(t) = clip(t, -C, C)``."""
 
 
 def psi(x, activation: str):

@@ -19,22 +19,24 @@ At s = 4 (the papers' sequence length) two steps are vectorised with AVX2, in fl
 * for H >= 3 (and d >= 2), four heads per vector: the ziggurat's box step in the lanes (a lane that rejects, about
   1.2%, finishes the ziggurat in scalar code), Marsaglia-Tsang's first candidate in the lanes (a lane that fails
   the squeeze test finishes in scalar code: the log test, then fresh scalar candidates, which are iid), the softmax's
-  exp in the lanes; 2x faster at H = 256, 2.7x in the limit;
+  exp in the lanes;
 * the ReLU input Gram ``sum_c relu(z_c) relu(z_c)^T`` grouped by sign pattern: a column's pattern (the set of its
   positive entries) is uniform on the 16 subsets and independent of ``|z_c|``, whose entries are iid half-normals;
   the columns with one positive entry add one chi-square per token, those with two are drawn two per vector, the
   others one per vector with the lanes outside the pattern zeroed: 2n half-normals per network on average instead
-  of 4n normals, 2.1x faster at n = 1024 (:func:`relu_gram` exposes it to the tests).
+  of 4n normals (:func:`relu_gram` exposes it to the tests).
 
-Why C: at H = 256 (``sakai-vary-heads``) a network costs 256 heads of 4 normals and 2 chi-squares, and the JAX path
-spends about 22 ns per normal (Threefry-2x32 and Box-Muller in float64) and 68 ns per chi-square (a rejection loop
-over pending indices) on the 2-core Zen 1 machine, plus the softmax arrays through memory: 265 ns per head, 116 ns in
-the limit. Here the normals come from the ziggurat (Marsaglia and Tsang 2000, 128 boxes, in Doornik's 2005 form:
-box index and uniform from disjoint bits of one 64-bit word) and the chi-squares from Marsaglia and Tsang's gamma
-method on those normals; the bits from xoshiro256++ (Blackman and Vigna 2021), seeded per network by splitmix64 from
-(seed, stream, network index), so the numbers do not depend on the thread count.
-numpy.random.Generator (standard_normal, chisquare; two threads) takes 2.7x the preset's wall time
-(sakai-vary-heads, bench/dependencies.py).
+Why C: at H = 256 (``sakai-vary-heads``) a network costs 256 heads of 4 normals and 2 chi-squares, so the sampler
+is bound by random-number generation. The JAX path draws each normal by Threefry-2x32 and Box-Muller in float64 (two
+cipher blocks, a log, a square root and a cosine) and each chi-square by a rejection loop over pending indices, and
+writes the softmax arrays through memory. In C the normals come from the ziggurat (Marsaglia and Tsang 2000, 128
+boxes, in Doornik's 2005 form: box index and uniform from disjoint bits of one 64-bit word; about one table lookup and
+one multiply per normal) and the chi-squares from Marsaglia and Tsang's gamma method on those normals; the bits from
+xoshiro256++ (Blackman and Vigna 2021), seeded per network by splitmix64 from (seed, stream, network index), so the
+numbers do not depend on the thread count. ``bench/width.py`` measures the sampler against the brute-force reference,
+and ``bench/dependencies.py`` (row ``draws_native``) the preset with ``numpy.random.Generator`` drawing the same
+numbers of normals and chi-squares.
+
 Both methods are exact in law (the
 ziggurat's rejection steps and tail make it exact up to float64 rounding), as the JAX path's are; the two paths give
 different numbers for the same key, and the tests compare their laws (two-sample KS, moments).
@@ -221,10 +223,10 @@ def kde_rows(rows, grid) -> np.ndarray:
     for each row of ``rows`` (R, N), on a **uniform** ``grid`` (G,): (R, G).
 
     The kernel sums use the quadratic exponent along the grid (one exp per point and direction, two products per
-    term, terms below 1e-40 dropped: see the C source), about 30x fewer operations than the direct sum of
-    :func:`attnlab.sakai.distances.kde`; they agree to a relative 1e-12 where the density exceeds the official
-    1e-12 floor (tests/width/test_width_native.py).
-    scipy.stats.gaussian_kde takes 12.3x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
+    term, terms below 1e-40 dropped: see the C source) instead of one exp per (sample, grid point) pair in the direct
+    sum of :func:`attnlab.sakai.distances.kde`; ``tests/sakai/test_native.py`` holds them to a relative 1e-11 where
+    the density exceeds the official 1e-12 floor. ``scipy.stats.gaussian_kde`` evaluates the direct sum;
+    ``bench/dependencies.py`` (row ``kde``) compares it on ``sakai-vary-width``."""
     lib = _KERNEL.require()
     rows = np.asarray(rows, np.float64)
     grid = np.asarray(grid, np.float64)
@@ -249,8 +251,9 @@ def bootstrap_ks_w1(seed: int, x, y, n_boot: int = 200):
     distance of ``x`` and ``y``: the law of :func:`attnlab.sakai.distances.bootstrap_ks_w1` (every point gets an
     independent Poisson(1) weight, by inversion of its CDF) with the kernel's own streams (replicate b: (seed, 0, b)).
     The pooled points are sorted once (NumPy, stable). A replicate that gives one sample no weight at all (probability
-    e^-size) has no empirical law: NaN for both, as the JAX bootstrap gives.
-    scipy.stats.bootstrap takes 16.5x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
+    e^-size) has no empirical law: NaN for both, as the JAX bootstrap gives. Each replicate is one weighted pass over
+    the pooled points sorted once, where ``scipy.stats.bootstrap`` resamples and sorts again per replicate;
+    ``bench/dependencies.py`` (row ``bootstrap``) compares the two on ``sakai-vary-width``."""
     lib = _KERNEL.require()
     x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
     if x.size == 0 or y.size == 0:
@@ -269,9 +272,10 @@ def bootstrap_ks_w1(seed: int, x, y, n_boot: int = 200):
 
 def ks_w1_rows(x, y):
     """:func:`attnlab.sakai.distances.ks_w1_rows` (KS and W1 of each pair of rows): each row sorted on its own
-    (NumPy's sort, about 3x faster here than the stable argsort of the pooled pair) and the two merged in C in the
-    order of that argsort (x before y on ties), so the numbers agree to rounding.
-    scipy.stats.ks_2samp + wasserstein_distance: 2.6x the preset's wall time (sakai-vary-width, bench/dependencies.py)."""
+    (NumPy's sort of values, cheaper than a stable argsort of the pooled pair, which moves indices too) and the two
+    merged in C in the order of that argsort (x before y on ties), so the numbers agree to rounding. One merge gives
+    both statistics, where ``scipy.stats.ks_2samp`` and ``wasserstein_distance`` sort the pair once each;
+    ``bench/dependencies.py`` (row ``ks_w1``) compares them on ``sakai-vary-width``."""
     lib = _KERNEL.require()
     x, y = np.sort(np.asarray(x, np.float64), axis=-1), np.sort(np.asarray(y, np.float64), axis=-1)
     out = np.empty((x.shape[0], 2))

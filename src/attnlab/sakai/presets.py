@@ -158,8 +158,8 @@ PAD_HEADS_BUDGET = 4_000_000  # head draws below which every H of a preset share
 SEPARATE_REFERENCE_HEADS = 20_000_000
 REFERENCE_EXACT_FACTOR = 10
 # brute-force weights (normals) below which every H of a preset shares one reference program, max(H) heads drawn per
-# network: above it a separate compilation (about 1 s) costs less than drawing the padded heads (vary-heads: 256
-# heads for H = 1 took 4.6 s against 1.2 s, compilation included, for its own H = 1 program)
+# network: above it a separate compilation per H costs less than drawing the padded heads (in vary-heads, H = 1
+# inside the shared program would draw 256 heads per network)
 REFERENCE_PAD_NORMALS = 20_000_000
 
 

@@ -125,12 +125,11 @@ def sample_reference_first(key, *, n: int, n_heads: int, n_tokens: int = 4, acti
 
     ``method``: ``"jax"`` is ``sample_reference(...)[:, 0, 0]``; ``"native"`` the same computation in C
     (:func:`attnlab.sakai.native.brute_first`: plain float64 loops over every weight that Y[0, 0] depends on, the
-    kernel's ziggurat normals, no compilation; about 9x faster at n = 8, H = 256 here, and no compilation, which
-    costs about 1 s per program); ``"auto"`` (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16,
-    the kernel compiled, n and the head width at most 100,000). Same law, other numbers
-    (tests/width/test_width_native.py compares them). ``max_heads``: on the JAX path, draw that many heads and use
-    the first ``n_heads`` (one compiled program for several H, as in :func:`sample_reference`); the C path draws
-    ``n_heads``.
+    kernel's ziggurat normals; no compilation, where the JAX path compiles one program per shape); ``"auto"``
+    (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16, the kernel compiled, n and the head width
+    at most 100,000). Same law, other numbers (``tests/sakai/test_native.py`` compares them). ``max_heads``: on the
+    JAX path, draw that many heads and use the first ``n_heads`` (one compiled program for several H, as in
+    :func:`sample_reference`); the C path draws ``n_heads``.
     """
     from attnlab.sakai import native as width_native
 

@@ -11,10 +11,9 @@ Reduction (all steps are equalities in law, not approximations):
 2. **Heads given X** (independent across heads, X shared): ``Q = L Xi_Q``, ``K = L Xi_K``, ``V = L Xi_V`` with
    ``Xi`` (r x d) iid N(0, 1), and ``u = V W_O[:, 0] = L Xi_V g/sqrt(d)``, ``g ~ N(0, I_d)``.
 3. **First token only** (:func:`sample_first_token`): ``Q[0] Xi_K^T ~ N(0, |Q[0]|^2 I)`` given ``Q[0]``, and
-   ``|Q[0]|^2 = Gamma_00 chi^2_d``; likewise ``Xi_V g ~ N(0, chi^2_d I)``. So per head
+   ``|Q[0]|^2 = Gamma_00 chi^2_d``; likewise ``Xi_V g ~ N(0, chi^2_d I)``. So per head a::
 
-   .. math:: G_{0,:} = \sqrt{\Gamma_{00} c_Q}\,(L\nu)^\top,\qquad
-             y_0 \mid \cdot \sim N\big(0,\ v_n\big),\quad v_n = \tfrac1H \textstyle\sum_a c_V^a\,|L^\top s_a|^2,
+       G^a_{0,:} = sqrt(Gamma_00 c_Q^a) (L nu^a)^T,     y_0 | (heads) ~ N(0, v_n),     v_n = (1/H) sum_a c_V^a |L^T s_a|^2,
 
    with ``c_Q, c_V ~ chi^2_d/d`` and ``nu ~ N(0, I_r)`` independent and ``s_a = softmax(G^a_{0,:})``: O(H s^2) per
    network, independent of n. ``v_n`` is the conditional variance used for Rao-Blackwellised densities.
@@ -68,10 +67,10 @@ def semidefinite_cholesky(G, rtol: float = 1e-12):
 
 
 def empirical_gram(X):
-    """``X X^T / n`` for a batch of s x n inputs, as one reduction over n of the broadcast products ``X_i X_j``. On
-    this CPU a batched ``X @ X^T`` (s x s output) costs about 5.4 ns per entry of X, more than drawing the entry
-    (inside the ReLU sampler's chunk loop); this reduction about 0.9 ns, and s(s + 1)/2 separate sums over rows
-    about 4 ns."""
+    """``X X^T / n`` for a batch of s x n inputs, as one reduction over n of the broadcast products ``X_i X_j``.
+    A batched ``X @ X^T`` with an s x s output is a dot that XLA does not fuse with the draw of X (so X goes through
+    memory), and s(s + 1)/2 separate sums read X that many times; this single reduction fuses with the draw inside
+    the ReLU sampler's chunk loop."""
     return jnp.sum(X[..., :, None, :] * X[..., None, :, :], -1) / X.shape[-1]
 
 
@@ -155,7 +154,7 @@ def _sweep_chunk(key, ns, ds, hs, kinds, n_heads: int, s: int, activation: str, 
     All the randomness of the chunk comes from two calls: one :func:`chi2` over every finite width (``chi^2_n``, the
     Bartlett diagonal ``chi^2_{n-i}`` and the 2H query/value norms ``chi^2_d``) and one normal array sliced into the
     Bartlett off-diagonals, the explicit inputs ``Xi_0`` of the explicit widths, the head logits ``nu`` and the
-    output noise (step 3 of the module docstring). The limit widths (kind -1) draw no chi-square. ``hs`` (None or
+    output noise (step 3 of :mod:`attnlab.sakai.sampler`). The limit widths (kind -1) draw no chi-square. ``hs`` (None or
     (W,)): the number of heads used at each width (the first ``hs[w]`` of the ``n_heads`` drawn).
     """
     S, H, W = n_seeds, n_heads, len(kinds)
@@ -292,9 +291,9 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     the discarded heads cost their draws).
 
     ``method``: ``"jax"`` draws in one compiled JAX program; ``"native"`` in the C kernel of
-    :mod:`attnlab.sakai.native` (float64, its own generators, so other numbers of the same law; 6.5x faster at
-    H = 256, 5.4x in the limit, on the 2-core Zen 1 machine); ``"auto"`` (default) takes ``"native"`` where it is
-    available (CPU, n_tokens <= 16, the kernel compiled).
+    :mod:`attnlab.sakai.native` (float64, its own generators, so other numbers of the same law; ziggurat normals and
+    four heads per AVX2 vector at s = 4, which is why the CPU presets use it; ``bench/width.py`` measures it);
+    ``"auto"`` (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16, the kernel compiled).
     """
     def as_num(w):
         if isinstance(w, float) and math.isinf(w):
@@ -355,7 +354,8 @@ def _sample(kind: str, params: tuple, key, n_samples: int, chunk: int):
 
 
 def _heads_tokens(key, L, d: int, n_heads: int, n_out: int):
-    """All-token outputs (m, s, n_out) and their conditional covariance (m, s, s) (step 4 of the module docstring)."""
+    """All-token outputs (m, s, n_out) and their conditional covariance (m, s, s) (step 4 of
+    :mod:`attnlab.sakai.sampler`)."""
     m, s, r = L.shape
     kb, kv, kn, kz = jax.random.split(key, 4)
     shape = (m, n_heads)

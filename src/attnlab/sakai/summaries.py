@@ -19,7 +19,7 @@ __all__ = ["summarize", "finding"]
 SPEC_SECOND_MOMENT = {"clip": 0.3918, "relu": 0.2548}  # the paper's Monte Carlo constants (4e6 draws, +-0.0001)
 SPEC_KURTOSIS = {("clip", 1): 0.243, ("clip", 2): 0.121, ("clip", 256): 0.001, ("relu", 1): 0.0036,
                  ("relu", 2): 0.0018}
-BIAS_PER_WIDTH = 1.0  # |E y^2(n) - E y^2(inf)| <= 1/n for n >= 16 (measured n * bias in [0.6, 0.95], tests/sakai)
+BIAS_PER_WIDTH = 1.0  # |E y^2(n) - E y^2(inf)| <= 1/n for n >= 16 (tests/sakai/test_limit.py checks n * bias < 1)
 
 
 def _summarize_scores(ds, cfg):
