@@ -26,7 +26,7 @@ GPU and is vmapped over independent runs. Two ways to choose m_i:
       m_i = max(t_ii, b_i - margin),      margin = 64 (float32) or 512 (float64),
 
   bounds every term by 2^margin (so a sum of up to 2^60 terms cannot overflow) and keeps the largest term of the row
-  >= 2^min(0, t_ii - b_i + margin). On the sphere with Q^T K = I (all of the paper's presets but Fig. 4) t_ii = b_i,
+  at least 2^min(0, t_ii - b_i + margin). On the sphere with Q^T K = I (all of the paper's presets but Fig. 4) t_ii = b_i,
   so l_i >= 1. The normaliser can only underflow when every score of row i lies more than margin + 60 below b_i
   (in base 2): that is detected (l_i < 2^-60 in float32, 2^-900 in float64).
 * ``method="jax"``: ``shift``, and if any row's l_i is below that threshold, the whole call is redone
@@ -43,9 +43,9 @@ GPU and is vmapped over independent runs. Two ways to choose m_i:
 In float32 the shift kernel computes 2^t with a degree-5 polynomial on the reduced argument (t = n + f, n = round(t),
 |f| <= 1/2, 2^t = p(f) * 2^n with 2^n assembled from its exponent bits; p is a minimax fit to 2^f in relative error,
 7.5e-8 in exact arithmetic and 2.3e-7 when evaluated in float32, as accurate as float32 scores |s| ~ beta allow:
-their rounding alone gives relative errors ~ beta * 6e-8 in exp(s)). Arguments below -127 give exactly 0. This is the
-"exp via exp2 with beta log2(e) folded into the queries" of the issue's speed notes, and it keeps everything in one
-XLA loop fusion that vectorises; XLA's own exp2 is used in float64.
+their rounding alone gives relative errors ~ beta * 6e-8 in exp(s)). Arguments below -127 give exactly 0. With
+beta log2(e) folded into the queries, each exp is this exp2, and everything stays in one XLA loop fusion that
+vectorises; XLA's own exp2 is used in float64.
 
 ``attention_dense`` materialises the N x N softmax and is the reference in the tests.
 """
@@ -73,7 +73,7 @@ LN2 = 0.6931471805599453
 # 4000 Chebyshev nodes; max relative error 7.49e-8)
 _EXP2_COEFFS = (1.0000000716546733, 0.6931469670643617, 0.2402211972388161, 0.055507132741486324,
                 0.009675541332786721, 0.0013276471782286067)
-_MARGIN = {"float32": 64.0, "float64": 512.0}  # base-2 exponents, see the module docstring
+_MARGIN = {"float32": 64.0, "float64": 512.0}  # base-2 exponents: the shift's margin (method="shift" above)
 _TINY_LOG2 = {"float32": -60.0, "float64": -900.0}
 
 
@@ -105,7 +105,8 @@ def _check(x, beta, block_q, block_k, normalization, method="auto"):
 
 
 def exp2_f32(t):
-    """2^t in float32 by range reduction and a degree-5 minimax polynomial (module docstring); 0 for t <= -127.
+    """2^t in float32 by range reduction and a degree-5 minimax polynomial (:mod:`attnlab.bruno.attention`); 0 for
+    t <= -127.
 
     Valid for t < 128 (the kernels only evaluate t <= 64 + rounding).
     """
@@ -169,7 +170,8 @@ def _online(q, k, v1, beta, block_q, block_k):
 
 
 def _shifted(q, k, v1, beta, block_q, block_k):
-    """(m, acc) with the a-priori shift (module docstring); m in natural-log units. No row maxima, one exp2/score."""
+    """(m, acc) with the a-priori shift (``method="shift"`` in :mod:`attnlab.bruno.attention`); m in natural-log
+    units. No row maxima, one exp2/score."""
     n, dt = q.shape[0], q.dtype
     name = jnp.dtype(dt).name
     exp2 = exp2_f32 if name == "float32" else jnp.exp2
@@ -264,7 +266,7 @@ def _native_inputs(x, S, beta):
 
 
 def _native_kernel(x, S, v1, beta):
-    """(m, acc, ok) by the C kernel (module docstring of :mod:`attnlab.bruno.native`); ``ok`` is False when it
+    """(m, acc, ok) by the C kernel (:mod:`attnlab.bruno.native`); ``ok`` is False when it
     does not apply or its result is unusable."""
     n, d = x.shape
     q2, c, C, usable = _native_inputs(x, S, beta)
@@ -322,10 +324,13 @@ def _kernel(q, k, v1, beta, method, block_q, block_k, x=None, S=None):
 
 def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q: int = 1024, block_k: int = 2048,
               dtype=None, method: Method = "auto"):
-    """Attention output A (N, d) of tokens ``x`` (N, d), blocked (module docstring); never forms N x N.
+    """Attention output ``A_i = sum_j w_ij V x_j``, ``w_ij = exp(beta <Q x_i, K x_j>) / Z_i`` (Bruno et al., Eq.
+    (1)), (N, d), of tokens ``x`` (N, d), blocked (:mod:`attnlab.bruno.attention`); never forms N x N.
+    ``normalization``: ``"sa"`` (softmax, ``Z_i = sum_j exp(beta <Q x_i, K x_j>)``) or ``"usa"`` (``Z_i = N``).
 
     ``dtype`` (e.g. ``jnp.float32``) sets the precision of the kernel; the result is cast back to ``x.dtype``.
-    ``method`` is ``"auto"`` (default), ``"shift"`` or ``"online"`` (module docstring).
+    ``method``: ``"auto"`` (default), ``"native"``, ``"jax"``, ``"shift"`` or ``"online"``, each described in
+    :mod:`attnlab.bruno.attention`.
     """
     _check(x, beta, block_q, block_k, normalization, method)
     dt = None if dtype is None else jnp.dtype(dtype).name

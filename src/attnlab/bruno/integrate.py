@@ -2,7 +2,7 @@ r"""The particle model on the sphere and sphere-preserving integrators.
 
 Continuous-time model (SA, the paper's ODE; USA with ``normalization="usa"``)::
 
-    dx_i/dt = F_i(X) := P_{x_i} A_i(X),     P_x y = y - <x, y> x,     A_i = sum_j w_ij V x_j   (see attention.py)
+    dx_i/dt = F_i(X) := P_{x_i} A_i(X),     P_x y = y - <x, y> x,     A_i = sum_j w_ij V x_j   (attnlab.bruno.attention)
 
 Schemes, each one step of size dt from X (N, d) on the sphere, ending with the renormalisation N(y) = y / |y|:
 
@@ -29,9 +29,8 @@ the solution continues from the order-3 one (local extrapolation), and the next 
 ``dt_max``; each segment ends exactly on its snapshot time, which is renormalised (N(y) - y = O(tol): the sphere is
 invariant under F) and starts the next segment. With error-per-step control and local extrapolation the global error
 is proportional to tol (Hairer, Norsett & Wanner II.4, "tolerance proportionality"; exponent p / (q + 1) = 3 / 3).
-The hand-written stepper this replaced (renormalising every step) is kept in bench/dependencies.py, which measured
-diffrax at 1.0x its wall time on bruno-three-phases (quick, integrator="bs32"), snapshots within 5e-5 of the error
-bound.
+``bench/dependencies.py`` (row ``bs32``) keeps the hand-written stepper that diffrax replaced (renormalising every
+step) and compares the two on ``bruno-three-phases`` with ``integrator="bs32"``.
 """
 
 from __future__ import annotations
@@ -100,7 +99,7 @@ def drift(x, model: Model):
 
 
 def step(x, model: Model, dt, scheme: Scheme = "euler"):
-    """One step of ``scheme`` (module docstring) from x (N, d) on the sphere."""
+    """One step of ``scheme`` (the schemes: :mod:`attnlab.bruno.integrate`) from x (N, d) on the sphere."""
     if scheme == "euler":
         return normalize(x + dt * (drift(x, model) if model.project else _attention(x, model)))
     if scheme == "heun":
@@ -178,8 +177,9 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
 
 @partial(jax.jit, static_argnames=("static", "max_steps"))
 def _adaptive_segment(x, t0, t1, h, Q, K, V, static: Model, tol, dt_max, max_steps: int):
-    """One segment from t0 to t1 by ``diffrax.Bosh3`` under an I controller (module docstring), from x on the sphere
-    (a batch (R, N, d) is vmapped, each run with its first trial step h[r]): ``(N(x(t1)), accepted, rejected, ok)``."""
+    """One segment from t0 to t1 by ``diffrax.Bosh3`` under an I controller (:mod:`attnlab.bruno.integrate`), from x
+    on the sphere (a batch (R, N, d) is vmapped, each run with its first trial step h[r]):
+    ``(N(x(t1)), accepted, rejected, ok)``."""
     import diffrax  # imported when first traced: importing attnlab stays light
 
     m = static._replace(Q=Q, K=K, V=V)
@@ -217,8 +217,8 @@ def adaptive_inputs(x0, model: Model, times, tol, dt0, dt_max):
 def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 1e-6, dt0: float | None = None,
                       dt_max: float = np.inf, max_steps: int = 1_000_000, observe: Callable | None = None,
                       progress: Callable | None = None):
-    """Integrate with the adaptive Bogacki-Shampine 3(2) pair (``diffrax.Bosh3``, module docstring) to each of
-    ``times``.
+    """Integrate with the adaptive Bogacki-Shampine 3(2) pair (``diffrax.Bosh3``; the method and its error control:
+    :mod:`attnlab.bruno.integrate`) to each of ``times``.
 
     Returns (snapshots, observations, steps) like :func:`simulate`, where ``steps`` (len(times) + 1, or
     (len(times) + 1, R) for a batch) counts accepted steps, plus ``rejected`` (same shape). ``tol`` is the absolute

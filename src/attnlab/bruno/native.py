@@ -2,9 +2,10 @@ r"""A C kernel for the float32 particle step on CPUs with AVX2 and FMA: symmetri
 unordered pair (used by :func:`attnlab.bruno.attention.attention` through ``method="auto"`` or ``"native"``).
 
 Why C: on CPU, XLA cannot keep a score in registers from its exponential to its weighted sum over keys. The blocked
-JAX kernels write each block of scores through memory (0.9 billion pairs/s at N = 10^4 on a 2-core AMD EPYC Zen 1);
-written as one loop over keys XLA makes one fusion per accumulator, recomputing the exponentials (0.26-0.40), and as a
-variadic reduction it does not vectorise (0.21-0.25). A numba loop reached 1.33, a plain C loop 1.6.
+JAX kernels write each block of scores through memory; written as one loop over keys XLA makes one fusion per
+accumulator, recomputing the exponentials, and as a variadic reduction it does not vectorise. A C loop keeps each
+score in registers and, S being symmetric, evaluates one exponential per unordered pair (below);
+``bench/particles.py`` measures it against the JAX kernels.
 
 The math (Bruno et al.'s flows all have S = Q^T K symmetric: Q = K = I, or Q^T K = V = S positive definite). With
 q_i = beta log2(e) S x_i the base-2 scores t_ij = <q_i, x_j> are symmetric, and with c_i = t_ii / 2
@@ -62,7 +63,8 @@ def _soa(a, n_pad: int, fill: float = 0.0):
 
 
 def symmetric_sums(q2, c, x, u):
-    """``acc_i = sum_j 2^(<q2_i, x_j> - c_i - c_j) u_j`` for all i (float32, module docstring).
+    """``acc_i = sum_j 2^(<q2_i, x_j> - c_i - c_j) u_j`` for all i (float32; the derivation:
+    :mod:`attnlab.bruno.native`).
 
     ``q2``, ``x`` (N, d) with 2 <= d <= MAX_D, ``c`` (N,), ``u`` (N, d + 1); returns (N, d + 1). Correct only when
     ``<q2_i, x_j>`` is symmetric in (i, j) and ``<q2_i, x_j> - c_i - c_j < 127`` (the caller checks both).

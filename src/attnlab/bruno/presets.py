@@ -3,15 +3,20 @@ interaction regime" (NeurIPS 2025, arXiv 2509.25040): Figs 1-4.
 
 All runs simulate the paper's discrete model (Eq. (1): one Euler step of size dt plus renormalisation, no explicit
 projection) with the blocked O(N)-memory kernel, SA normalisation; ``--set integrator=bs32`` (with ``tol`` and a
-larger ``dt_max``) integrates the SA ODE instead with adaptive Bogacki-Shampine steps (integrate.simulate_adaptive),
-which reaches the pairing phase's long horizons in far fewer steps. (The quick Fig. 4 run, N = 800, seed 0: the
-default Euler schedule and bs32 both merge between the snapshots t = 4.51 and 6.98, and the pairing-ODE predictions
-from the tracked modes are 6.62 and 6.60, so its merge check does not rest on discretisation error. At N = 400 an
-earlier measurement found Euler with dt up to 0.05 = 0.5 / beta merging later, in [8.9, 10.8], than converged
-integration, in [4.5, 7.0]: keep dt * beta small, or use bs32, when changing the sizes.)
+larger ``dt_max``) integrates the SA ODE instead with adaptive Bogacki-Shampine steps
+(:func:`attnlab.bruno.integrate.simulate_adaptive`), which reaches the pairing phase's long horizons in far fewer steps.
 
-Values the paper leaves unstated  are chosen here and flagged "[U, chosen]" in each preset's
-description and figure title:
+Step size: the Euler step must keep dt * beta small in the pairing phase. With dt * beta = 0.5 (the Fig. 4 preset's
+late steps, dt_max = 0.05 at beta = 10) Euler can merge the closest pair later than a converged integration does, so
+after changing the sizes of that preset compare its merge time with ``integrator=bs32``.
+
+Precision: full-size runs compute the attention sums in float32 (tokens and observables stay float64). On CPU that
+is the C kernel of :mod:`attnlab.bruno.native` (every preset has S = Q^T K symmetric positive definite), one
+exponential per unordered pair of tokens with the scores kept in registers; ``bench/particles.py`` measures it
+against the float64 JAX kernels. Quick runs use float64.
+
+Values the paper leaves unstated are chosen here and flagged "[U, chosen]" in each preset's description and figure
+title:
 
 * Fig. 1: Q = K = Id; row (a) V = diag(1, 0.5, 0.25) (unique top eigenvalue: two antipodal clusters on the x-axis);
   row (b) V = [[1, -1, 0], [1, 1, 0], [0, 0, 0.25]] (non-gradient: collapse onto the xy great circle plus rotation);
@@ -19,13 +24,9 @@ description and figure title:
 * Fig. 2: Q = K = Id, V = diag(1, 1, -1) (E_max = xy-plane, azimuth kept by the alignment flow); azimuth mixture
   means (1, 3, 5) rad, weights (0.4, 0.35, 0.25), wrapped-normal standard deviation sigma0 = 0.2 read as the
   wrapped-normal variance v = sigma0^2 = 0.04 (heat time tau = v / 2 = 0.02, collapse at t = beta tau = 0.2; the
-  other reading of the convention trap, tau = sigma0^2, would give 0.4), dt = 1e-2, T = 4.
+  other reading of sigma0, tau = sigma0^2, would give 0.4), dt = 1e-2, T = 4.
 * Fig. 3: three wrapped normals, means (1, 2.5, 4.5) rad, weights (0.4, 0.35, 0.25), variance 0.1; T = 0.25 at full
   size (5e4 tokens, 250 steps: 6.25e11 pair interactions); the quick run uses beta = 20, N = 2000, T = 1.
-
-Full-size runs use the float32 kernel (tokens and observables stay float64): on CPU that is the C kernel of
-:mod:`attnlab.bruno.native` (every preset here has S = Q^T K symmetric positive definite), about 10 times the
-float64 rate on the 2-core machine (bench/particles.py). Quick runs use float64.
 * Fig. 4: Q = Id, K = V = S = diag(1, 1, 0.5) (Q^T K = V = S); four azimuth components, means (0, 1, 2.6, 4.4) rad,
   equal weights, variance 0.04, latitude uniform on [-pi/4, pi/4]; dt = 1e-2 growing to 0.05 on log-spaced
   snapshots up to T = 100. The closest pair (1 rad apart) pairs on the time scale e^{beta (1 - cos 1)} ~ 1e2 times
