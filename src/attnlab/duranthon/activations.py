@@ -25,6 +25,16 @@ import jax.numpy as jnp
 __all__ = ["Activation", "activation", "ACTIVATIONS", "custom_activation"]
 
 ACTIVATIONS = ("softmax", "linear", "centred_linear", "erf", "softplus")
+"""The names of the built-in attention-weight functions sigma(chi)_l, for scores chi of the L valid tokens:
+
+* ``softmax``: ``exp(chi_l) / sum_j exp(chi_j)``;
+* ``linear``: ``1 + chi_l``;
+* ``centred_linear``: ``(1 + chi_l - mean(chi)) / L``, the linearisation of softmax at chi = 0;
+* ``erf``: ``1 + erf(c + chi_l)``, with the shift ``c``;
+* ``softplus``: ``softplus(chi_l) / sum_j softplus(chi_j)``.
+
+:func:`activation` builds one by name; :func:`custom_activation` makes a user-defined sigma."""
+
 _LABELS = {"softmax": "softmax", "linear": "linear 1+chi", "centred_linear": "centred linear",
            "erf": "erf 1+erf(c+chi)", "softplus": "softplus-normalised"}
 

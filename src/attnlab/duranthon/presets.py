@@ -10,9 +10,12 @@ Modules: configs, runs and registration here; metrics and checks in :mod:`attnla
 :mod:`attnlab.duranthon.figures`.
 
 Simulation size: the replica-against-ERM presets fit at ``D = sqrt_ND / sqrt(alpha)``, ``N = alpha D`` (default
-sqrt_ND = 500). This machine (2 cores, 24 GB) reaches sqrt_ND = 10^4: at alpha = 1, D = N = 10,000, three L-BFGS
-fits take 92 s with an 8.7 GB peak, and the ERM test error is within 0.006 (1.3 SE) of the replica's
-(``bench/erm_scale.py``; ``attnlab run duranthon-sample-complexity --set sqrt_ND=10000 --set alphas=[1.0]``).
+sqrt_ND = 500). A fit holds the N L_max tokens of dimension D in float64, N L_max D = sqrt_ND^2 L_max numbers
+whatever alpha, and each L-BFGS iteration reads them a few times; the replica prediction does not depend on the size,
+while the ERM test error carries a finite-size gap to it. ``bench/erm_scale.py`` runs the
+``duranthon-sample-complexity`` code at increasing sqrt_ND up to 10^4 and reports, per size, the gap in standard
+errors, the wall time and the peak memory; a single large run is, e.g.,
+``attnlab run duranthon-sample-complexity --set sqrt_ND=10000 --set alphas=[1.0]``.
 """
 
 from __future__ import annotations

@@ -7,16 +7,16 @@ fixed-point equations are its eqs. (18)-(25).
 
 Modules:
 
-* :mod:`.samples` -- frozen samples (common random numbers, Monte Carlo or scrambled Sobol) and the student fields;
-* :mod:`.proximal` -- the proximal problem of one sample, monotone modified Newton, Jacobi eigendecomposition;
-* :mod:`.blocks` -- the proximal problems of every sample in rounds and fixed-size blocks (compiled once);
-* :mod:`.fixed_point_map` -- the channel integrals (hats), the prior update and the map F with its diagnostics;
-* :mod:`.stability` -- the replicon (de Almeida-Thouless) eigenvalue of the RS point;
-* :mod:`.anderson` -- safeguarded Anderson acceleration (or damping) for x = F(x);
-* :mod:`.solve` -- :func:`solve_replica` and its convergence report :class:`ReplicaResult`;
-* :mod:`.continuation` -- continuation in lambda and alpha, standard starts, branch tracking;
-* :mod:`.ridge` -- the classical ridge replica equations (the L = 1 reference);
-* :mod:`.bayes_optimal` -- the Bayes-optimal state evolution (spiked-SLR; max-SLR at nu = inf) and its test error.
+* ``samples`` -- frozen samples (common random numbers, Monte Carlo or scrambled Sobol) and the student fields;
+* ``proximal`` -- the proximal problem of one sample, monotone modified Newton, Jacobi eigendecomposition;
+* ``blocks`` -- the proximal problems of every sample in rounds and fixed-size blocks (compiled once);
+* ``fixed_point_map`` -- the channel integrals (hats), the prior update and the map F with its diagnostics;
+* ``stability`` -- the replicon (de Almeida-Thouless) eigenvalue of the RS point;
+* ``anderson`` -- safeguarded Anderson acceleration (or damping) for x = F(x);
+* ``solve`` -- :func:`solve_replica` and its convergence report :class:`ReplicaResult`;
+* ``continuation`` -- continuation in lambda and alpha, standard starts, branch tracking;
+* ``ridge`` -- the classical ridge replica equations (the L = 1 reference);
+* ``bayes_optimal`` -- the Bayes-optimal state evolution (spiked-SLR; max-SLR at nu = inf) and its test error.
 
 Six order parameters ``(m_a, q_a, V_a)``, a in {k, v}, and their hats. Per sample (frozen Monte Carlo draws, so the
 iteration map is deterministic)::
@@ -29,15 +29,15 @@ iteration map is deterministic)::
 
 Proximal problem. Monotone modified Newton (positive Hessian eigenvalues floored at ``0.01/V_k``, negative ones
 replaced by ``max(|.|, 0.5/V_k)``, best of a few trial step lengths, early stop at |grad| <= 1e-12, then a final full
-Newton step; the eigendecomposition by fixed-sweep Jacobi for L <= 4, :func:`.proximal._sym_eig`) from omega^k, or
+Newton step; the eigendecomposition by fixed-sweep Jacobi for L <= 4, ``proximal._sym_eig``) from omega^k, or
 from 2L + 1 starts (omega^k and omega^k +- sqrt(V_k)(1+|y|) e_l) keeping the lowest value: at small lambda V_k is large and
 the problem is non-convex for a few per cent of the samples, where one start from omega^k misses the global minimum
 (tested against a brute-force grid). Inside a fixed-point solve the single-start evaluations are warm-started at the
 previous evaluation's proximal points, and the batch of Newton loops is run in rounds of a few steps, gathering the
-unfinished (sample, start) pairs after each round (:func:`.blocks._presolve`), so that the slowest sample no longer sets the
+unfinished (sample, start) pairs after each round (``blocks._presolve``), so that the slowest sample no longer sets the
 cost of the whole batch. Every compiled program of the inner solver runs on blocks of a few fixed sizes
-(:func:`.blocks._blocks`), so a new number of samples or starts costs no compilation; the integrals over the samples are
-reduced on the host (:func:`.fixed_point_map._reduce_hats`).
+(``blocks._blocks``), so a new number of samples or starts costs no compilation; the integrals over the samples are
+reduced on the host (``fixed_point_map._reduce_hats``).
 
 V_hat integrand. "implicit": the implicit function theorem at the proximal point; "unrolled": forward mode through
 the Newton steps (equal to implicit once converged); "stein": Stein's lemma ``E[sum_l df_l/domega_l] =
@@ -51,49 +51,26 @@ Solver. :func:`solve_replica`: safeguarded Anderson acceleration (memory 6, carr
 plain damping) with a convergence report per point (residual, map evaluations, status, branch, training objective,
 diagnostics); :func:`continue_in_lambda` and :func:`replica_curve`: continuation in lambda and alpha and branch
 tracking from informed and uninformed starts (:func:`standard_starts`), the ERM branch being the converged one with
-the lowest training objective per sample. The test error at the fixed point is risk-on-M formula (four overlaps) evaluated by
-:func:`attnlab.duranthon.population.overlap_risk` on fresh samples. Every evaluation also returns the replicon (de
-Almeida-Thouless) eigenvalue of the RS point (:func:`at_eigenvalue`): RS is locally stable iff it is below 1.
-:func:`solve_bayes_optimal`: the Bayes-optimal state evolution (spiked-SLR, and max-SLR at nu = inf).
+the lowest training objective per sample. The test error at the fixed point is the risk-on-M formula (four overlaps)
+evaluated by :func:`attnlab.duranthon.population.overlap_risk` on fresh samples. Every evaluation also returns the
+replicon (de Almeida-Thouless) eigenvalue of the RS point (:func:`at_eigenvalue`): RS is locally stable iff it is
+below 1. :func:`solve_bayes_optimal`: the Bayes-optimal state evolution (spiked-SLR, and max-SLR at nu = inf).
 
-Status of the reconstruction. Tested: L = 1 reproduces the classical ridge equations (5 SE over frozen-sample
-seeds). Measured once (not a test: too slow for the suite), at the point softmax, spiked-SLR nu = 5, L = 2,
-alpha = 4, lambda_k = lambda_v = 1, informed start:
-
-| | m_k | q_k | m_v | q_v | train loss/sample |
-|---|---|---|---|---|---|
-| replica, 3 frozen sets of 3000 samples (mean) | 0.443 | 0.261 | 0.779 | 0.652 | 0.0801 |
-| (spread between the 3 sets) | 0.432-0.450 | 0.253-0.265 | 0.770-0.784 | 0.638-0.660 | 0.0799-0.0805 |
-| L-BFGS ERM, D = 1000, N = 4000, 3 seeds (mean +- SE) | 0.444(2) | 0.260(2) | 0.787(4) | 0.662(5) | 0.0785(7) |
-| L-BFGS ERM, D = 250, N = 1000, 4 seeds | 0.453(4) | 0.272(4) | 0.796(7) | 0.679(9) | 0.0793(13) |
-
-so theory and simulation agree within about 2 combined standard errors on every overlap at this point.
-
-Low nu, low lambda (measured once, not a test; the ``duranthon-low-snr`` preset reruns it at smaller sizes):
-softmax, spiked-SLR nu = 1, L = 3, alpha = 2, lambda_k = lambda_v = 0.1 (L-BFGS ERM at D = 707, N = 1414, 4 seeds;
-replica on one frozen set):
-
-| | m_k | q_k | m_v | q_v | objective/sample | test error |
-|---|---|---|---|---|---|---|
-| ERM, informed start (mean of 4) | 0.40 | 1.03 | 0.94 | 1.55 | 0.0915 | 1.00 |
-| ERM, random start (mean of 4) | 0.31 | 1.02 | 0.87 | 1.59 | 0.0923 | 1.11 |
-| replica, pointwise (implicit) V_hat, 2000 samples | 0.404 | 0.905 | 0.922 | 1.489 | 0.0902 | 0.96 |
-| replica, Stein V_hat, 2000 samples | 0.262 | 1.050 | 0.772 | 1.638 | 0.0886 | 1.21 |
-
-About 1-3 % of the proximal problems are non-convex there and the jump term of V_hat is 5-7 SE from 0. With
-1000 samples the pointwise map does not converge at lambda = 0.1 (Anderson stalls at a residual ~1e-2: near-degenerate
-minima make the implicit derivative heavy-tailed), while the Stein map converges to 1e-8 down to lambda = 0.01 from
-both starts (which give the same fixed point). Neither matches ERM on every overlap: the ERM runs from informed and
-random starts end at different minima of the training loss, and the Stein (distributionally correct RS) fixed point
-has a lower training objective than any ERM run. Both signs point at replica-symmetry breaking or an ERM that does not
-reach the global minimum, rather than at the solver.
-
-Replica-symmetry stability (replicon eigenvalue, :func:`at_eigenvalue`; measured with ``attnlab run
-duranthon-low-snr --quick --set lams=[1,0.3,0.1,0.03,0.01]``, nu = 1, L = 3, alpha = 2, 2 QMC sets of 256 samples,
-both estimators and both starts): 0.22-0.36 at lambda = 1, 0.9-1.3 at lambda = 0.3, 1.1-1.8 at lambda <= 0.1. The RS
-fixed point is AT-unstable in the low-lambda regime where replica and ERM part, and each of the 5 points where the
-RS iteration did not converge (lambda <= 0.03) had a replicon eigenvalue >= 1 at its last iterate: there the RS
-ansatz itself is locally unstable, so a converged RS point would not be the right description either.
+Status of the reconstruction. Tested: L = 1 reproduces the classical ridge equations (5 SE over frozen-sample seeds,
+``tests/duranthon/replica``). Against L-BFGS ERM: at high signal and strong regularisation (softmax, spiked-SLR
+nu = 5, L = 2, alpha = 4, lambda_k = lambda_v = 1, where every proximal problem is convex and the RS point is
+stable) the replica overlaps and training loss agree with ERM within about two combined standard errors, and the
+``duranthon-sample-complexity`` preset checks the test error at every alpha (``bench/erm_scale.py`` follows the gap
+as the size grows). At low nu and low lambda (the ``duranthon-low-snr`` preset: spiked nu = 1, L = 3, alpha = 2,
+lambda down to 0.01) a few per cent of the proximal problems are non-convex, the jump term of V_hat is many SE from
+0, and the pointwise and Stein estimators give different fixed points; the pointwise map can stall (near-degenerate
+minima make the implicit derivative heavy-tailed) where the Stein map converges, from informed and uninformed starts
+alike. There ERM from informed and random starts ends at different minima of the training loss, the Stein (the
+distributionally correct RS) fixed point has a lower training objective than the ERM runs, and the replicon
+eigenvalue (:func:`at_eigenvalue`) crosses 1 near lambda = 0.3 and stays above it for lambda <= 0.1 (it is well
+below 1 at lambda = 1): the RS ansatz is locally unstable in the regime where replica and ERM part, so a converged
+RS point would not describe ERM there either. The preset reports these diagnostics per point;
+``docs/papers/duranthon.md`` ("Replica against ERM") gives the overlaps of both settings.
 """
 
 from attnlab.duranthon.replica.anderson import fixed_point

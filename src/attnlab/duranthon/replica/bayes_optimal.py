@@ -142,7 +142,7 @@ def solve_bayes_optimal(alpha: float, nu: float, samples: FrozenSamples, noise_s
     equations with ``P_out(y | h) = sum_eps 1[eps = argmax_l h^k_l] N(y; h^v_eps, Delta)``, a proper likelihood::
 
         Z_out = sum_eps pi~_eps(omega^k) N(y; omega^v_eps, Delta + 1 - q_v),
-        pi~_eps = P(argmax_l (omega^k_l + sqrt(1 - q_k) t_l) = eps)     (1-D Gauss-Hermite, :func:`log_argmax_probs`)
+        pi~_eps = P(argmax_l (omega^k_l + sqrt(1 - q_k) t_l) = eps)     (1-D Gauss-Hermite, log_argmax_probs)
         g^k = grad_{omega^k} log Z_out (autodiff),   g^v_l = w_l (y - omega^v_l)/(Delta + 1 - q_v),   w ∝ pi~ N
 
     Checked in the tests: the argmax probabilities against Monte Carlo, and the Nishimori identity

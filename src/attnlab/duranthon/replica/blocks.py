@@ -33,10 +33,10 @@ def _blocks(count: int) -> list[tuple[int, int]]:
 
     Every program of the inner solver (:func:`_advance_block`, :func:`_channel_block`) runs on blocks of these fixed
     sizes, whatever the number of samples, of starts per sample or of unfinished pairs in a round: it is compiled
-    once per (activation, L, block size), three programs, instead of once per (samples, starts, batch size). On this
-    2-core CPU a block of 256 pairs costs the same per Newton step as one batch of 4096 (1.34 against 1.57 us per
-    pair-step), so the cut costs only the dispatches (about 0.2 ms each). Before (one program per shape), the replica
-    test file compiled 104 Newton-loop programs (about 145 s of its 195 s with the compile cache off)."""
+    once per (activation, L, block size), three programs, instead of once per (samples, starts, batch size). A block
+    of a few hundred pairs already fills the vector lanes, so its cost per pair-step is that of one large batch, and
+    cutting a batch into blocks adds only one dispatch per block; one program per shape would instead compile a new
+    Newton loop for every number of samples, starts or unfinished pairs."""
     big = BLOCKS[0]
     out = [(start, big) for start in range(0, count - count % big, big)]
     rest = count % big
@@ -100,7 +100,7 @@ def _presolve(act, V_k, V_v, c, pairs, starts, n_newton: int, max_rounds: int | 
     ``target`` (n, L): a known local minimum per sample of the first group, a shortcut for its loops
     (:func:`_newton_loop`). ``steps``: Newton steps per round (a block's vmapped loop runs as many steps as its
     slowest pair, so rounds of one step waste less where the pairs need different numbers of steps, as with
-    targets: a verification took 41 instead of 51 ms with one step per round)."""
+    targets, at the price of one read-back per round)."""
     groups = [(pairs, starts), *more]
     ok, ov, y, mask, x, tg, shapes = [], [], [], [], [], [], []
     for g, (prs, st) in enumerate(groups):

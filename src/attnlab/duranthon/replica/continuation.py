@@ -98,10 +98,10 @@ def rescaled_start(record, alpha: float, lam_k: float, lam_v: float, jacobian: s
     whose ``at`` and jump terms are NaN), and the differences of consecutive points and of their residuals
     F(x; alpha) - x, Anderson's secant pairs of the new map itself. None if fewer than two are valid there.
 
-    On the benchmark curve (bench/replica.py) this took the continuation from 291 to 239 map evaluations against
-    the secant prediction (which costs one evaluation to check and carries the previous alpha's secant pairs).
-    ``memory + 1`` points are used because more (8 to 13 pairs, measured) made the first steps worse at low alpha,
-    where proximal minimisers switch between iterates."""
+    Unlike the secant prediction (which costs one evaluation to check and carries the previous alpha's secant
+    pairs), the new map's own secant pairs cost nothing; ``bench/replica.py`` runs the continuation with them. Only
+    ``memory + 1`` points are used: older pairs describe the map far from the new fixed point, and at low alpha,
+    where proximal minimisers switch between iterates, they made the first steps worse."""
     pts = []
     for x, v, a, _ in [r for r in record if r[3] == jacobian][-(memory + 1):]:
         hats = np.asarray(v.hats, dtype=np.float64) * (alpha / a)

@@ -75,8 +75,9 @@ def _unrolled_fields(act, order, samples: FrozenSamples, c, n_newton: int = 30, 
 
 
 def _reduce_hats(order, alpha: float, s: FrozenSamples, s_k: float, s_v: float, fields, ncvx, jacobian: str):
-    """The hats (module docstring) from the per-sample integrands (host arrays): ``(hats, E[r^2]/2, diagnostics, alpha
-    E[frob])``, the diagnostics being (unconverged fraction, non-convex fraction, jump_k, its SE, jump_v, its SE).
+    """The hats (:mod:`attnlab.duranthon.replica.fixed_point_map`) from the per-sample integrands (host arrays):
+    ``(hats, E[r^2]/2, diagnostics, alpha E[frob])``, the diagnostics being (unconverged fraction, non-convex
+    fraction, jump_k, its SE, jump_v, its SE).
 
     Stein's lemma: E[sum_l df_l/domega_l] = E[sum_l f_l xi_l]/s_a, the distributional derivative, which includes the
     jumps of f where the global minimiser of the proximal problem switches between local minima (the pointwise

@@ -16,6 +16,13 @@ __all__ = ["FrozenSamples", "frozen_samples"]
 
 
 class FrozenSamples(NamedTuple):
+    """The per-sample draws of the replica integrals, fixed once (common random numbers) by :func:`frozen_samples`,
+    each (n, L_max) unless stated: ``chi`` and ``zeta``, the teacher fields ``chi* = X k*/sqrt(D)`` and
+    ``zeta* = X v*/sqrt(D)``; ``y`` (n,), the labels; ``mask``, True on the valid tokens of each sequence (random
+    lengths are padded to L_max); ``xi_k`` and ``xi_v``, the standard normals of the two channel noises, from which
+    the student fields are ``omega^k = m_k chi* + s_k xi^k`` and ``omega^v = m_v zeta* + s_v xi^v`` with
+    ``s_a = sqrt(q_a - m_a^2)`` (:mod:`attnlab.duranthon.replica`)."""
+
     chi: jax.Array
     zeta: jax.Array
     y: jax.Array

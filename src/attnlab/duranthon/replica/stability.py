@@ -37,11 +37,13 @@ def at_eigenvalue(P, V_k: float, V_v: float) -> float:
     GLM/ERM condition ``alpha E[(d f_out/d omega)^2] E[(d f_in/d B)^2] < 1`` (de Almeida & Thouless, J. Phys. A 11,
     983 (1978), for the SK model; the scalar form is the zero-temperature replicon of generalised linear ERM).
 
-    Check (tested): at L = 1 the k-sector is inert (J^{kk} = J^{kv} = J^{vk} = 0) and ``J^{vv} = -1/(1 + V_v)``, so
-    ``rho(T) = alpha V_v^2 / (1 + V_v)^2 = (1 - lambda V_v) V_v / (1 + V_v) < 1`` at the ridge fixed point: ridge
-    is always RS-stable.
+    Check (``tests/duranthon/replica/test_stability.py``): at L = 1 the k-sector is inert
+    (J^{kk} = J^{kv} = J^{vk} = 0) and ``J^{vv} = -1/(1 + V_v)``, so
+    ``rho(T) = alpha V_v^2 / (1 + V_v)^2 = (1 - lambda V_v) V_v / (1 + V_v) < 1`` at the ridge fixed point: ridge is
+    always RS-stable.
 
-    Args: P (2, 2, 2, 2) as above (alpha included), V_k, V_v. Returns rho(T) (NaN if P is not finite)."""
+    ``P``: the (2, 2, 2, 2) array ``P[a, c, b, d]`` above, alpha included; ``V_k``, ``V_v``: the order parameters
+    V_a of the fixed point. Returns rho(T), or NaN if ``P`` is not finite."""
     P = np.asarray(P, dtype=np.float64)
     if not np.all(np.isfinite(P)):
         return math.nan
