@@ -229,7 +229,7 @@ def draw_sgd_noise(key, batch_size: int, L: int, gamma, eps, d: int, n_steps: in
 
 
 def sgd_step_reduced_from_noise(noise: SGDNoise, o: Overlaps, lam, step_size):
-    """One online-SGD step as a Markov chain on the overlaps, exact in law (module docstring).
+    """One online-SGD step as a Markov chain on the overlaps, exact in law (:mod:`attnlab.marion.dynamics`).
 
     The gradient components outside the frame are ``g_k^perp = sum c_bl s_bl w_bl``, ``g_v^perp = sum e_bl s_bl w_bl``
     with ``w_bl ~ N(0, I_{d-4})`` iid; their Gram matrix is ``C W C^T`` with ``C`` the Cholesky factor of

@@ -1,4 +1,4 @@
-"""The figure of the Marion presets, the 1x4 layout of the official ``plot.py`` (spec A7): excess risk, |kappa| and
+"""The figure of the Marion presets, the 1x4 layout of the official code's ``plot.py``: excess risk, |kappa| and
 |nu| against the step, (kappa, nu) trajectories of chosen runs coloured by step, distance to the manifold M."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def mc_linear_baseline_risk(key, k_star, v_star, gamma, L: int, n: int, eps=0.0,
 def mc_excess_risk_in_frame(key, o, lam, gamma, d, L: int, n: int, eps=0.0, chunk: int = 20_000):
     """Monte Carlo ``E[(T_lambda - y)^2] - eps^2`` at overlaps ``o``, the tokens drawn by their coordinates in the frame
     ``(k*, v*, e1, e2)`` (:func:`attnlab.slr.data.sample_slr_in_frame`, the law of the projection of
-    :func:`attnlab.slr.data.sample_slr`): 4 L numbers per sequence instead of d L, so 10^6 sequences cost seconds."""
+    :func:`attnlab.slr.data.sample_slr`): 4 L numbers per sequence instead of d L, so the cost does not depend on d."""
     k4, v4 = frame_coordinates(o)
 
     def f(key, m):

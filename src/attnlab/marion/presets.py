@@ -327,10 +327,10 @@ def _preset(name, figure, description, defaults, quick):
                            defaults=defaults, quick=quick, finding=finding))
 
 
-# Quick sizes. The four PGD presets run at full size (warm 3-8 s here: the reduced recursion costs O(1) per step
-# whatever d): fewer steps at the official step size stop before kappa reaches the oracle, which is what they show.
-# SGD runs the same flow and schedule in time (step_size * t) with 5x larger steps, 5x fewer of them (the schedule rate
-# scaled with the step), on 8 repeats: 7/8 reach the oracle (seed 0), 6 s warm, against about 100 s at full size.
+# Quick sizes. The four PGD presets run at full size (the reduced recursion costs O(1) per step whatever d): fewer
+# steps at the official step size stop before kappa reaches the oracle, which is what they show. SGD runs the same
+# flow and schedule in time (step_size * t) with 5x larger steps, 5x fewer of them (the schedule rate scaled with the
+# step), on 8 repeats: 7/8 reach the oracle (seed 0).
 _QUICK_PGD: dict = {}
 _preset("marion-manifold", "Fig. 4b [I]",
         "PGD on the population risk from M (config init_manifold): converges to the oracle, stays on M.",

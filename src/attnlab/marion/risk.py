@@ -70,14 +70,10 @@ def c_lambda(lam):
 
 def risk_R(o: Overlaps, lam, gamma, d, L):
     """The official code's ``R(k, v)`` (Theorem 1): the population risk without ``eps^2`` and ``(L-1) zeta(0, lambda)``;
-    the formula is in the module docstring.
+    the formula is written out in :mod:`attnlab.marion.risk`.
 
-    Args:
-        o: the five overlaps (scalars or broadcastable arrays).
-        lam: the attention scale lambda > 0.
-        gamma: the signal token's standard deviation.
-        d: the dimension.
-        L: the sequence length.
+    ``o``: the five overlaps (scalars or broadcastable arrays); ``lam``: the attention scale lambda > 0; ``gamma``: the
+    signal token's standard deviation; ``d``: the dimension; ``L``: the sequence length.
     """
     kappa, nu, theta, eta, rho = o.kappa, o.nu, o.theta, o.eta, o.rho
     s = jnp.sqrt(d / 2.0)
