@@ -10,12 +10,12 @@ r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors 
   [-pi/4, pi/4) (truncation below 5e-17) after an exact quadrant reduction. Exact in law up to float64 rounding, as
   ``jax.random.normal`` is (its uniform also has 52 bits; here |z| <= 8.6). Keyed by any JAX key (its first two
   32-bit words of ``jax.random.bits``), so a seed still fixes every number.
-  Why not ``jax.random.normal``: its float64 ``erf_inv`` alone costs 10.9 ns per draw on this CPU (2 cores), and its
-  bit generation 11.7 ns per 32-bit word against about 1.2 ns for this lowering of the same block function; the
-  samplers are bound by random-number generation (``attnlab.sakai.presets``). Measured inside the compiled chunk loop
-  of the ReLU sampler (draw, ReLU, Gram): 20.7 ns per normal with ``jax.random.normal``, 10.9 ns with :func:`normal`.
-  jax.random.normal and jax.random.chisquare take 2.9x the preset's wall time (sakai-vary-heads, quick,
-  implementation="jax"; bench/dependencies.py).
+  Why not ``jax.random.normal``: it maps a uniform through a float64 ``erf_inv`` (a long polynomial evaluation per
+  draw) and its bit generation is lowered as a separate program, where this module's block function is plain uint32
+  arithmetic fused with its consumers and Box-Muller needs one log, one square root and one short series; the
+  samplers are bound by random-number generation (``attnlab.sakai.presets``). ``bench/dependencies.py`` (row
+  ``draws_jax``) measures the ``sakai-vary-heads`` preset with ``jax.random.normal`` and ``jax.random.chisquare``
+  swapped in.
 * :func:`chi2`: ``chi^2_df = 2 Gamma(df/2)`` by Marsaglia and Tsang (2000), "A simple method for generating gamma
   variables", ACM TOMS 26(3), with the boost ``Gamma(a) = Gamma(a + 1) U^{1/a}`` for ``a < 1``. Every element takes
   the first accepted candidate of its own iid candidate stream, so the law is exact (see :func:`_gamma_mt`).
@@ -102,10 +102,9 @@ def cos_sin_2pi(u):
 
 def normal(key, shape=()):
     """Standard normal float64 draws by Box-Muller, ``r cos(2 pi u2)`` with ``r = sqrt(-2 log u1)`` and u1, u2 from
-    two Threefry blocks per draw (module docstring). The sine half of each pair is not used: a concatenation of the
-    two halves makes XLA recompute both blocks for each output element and materialise the result, which measured
-    24.5 ns per normal in the ReLU Gram chunk against 10.9 ns for the elementwise cosine-only form (and 20.7 ns for
-    ``jax.random.normal``)."""
+    two Threefry blocks per draw (:mod:`attnlab._random`). The sine half of each pair is not used: a concatenation of
+    the two halves makes XLA recompute both blocks for each output element and materialise the result, while the
+    cosine-only form stays elementwise and fuses with its consumer."""
     shape = tuple(shape)
     size = math.prod(shape)
     r = jnp.sqrt(-2.0 * jnp.log(_blocks_u01(key, size, 1)))
@@ -132,7 +131,7 @@ def _pending_indices(pending, cap: int):
     """Indices of the first ``cap`` True entries of ``pending`` (M,), padded with M: ``(idx, valid)``.
 
     Two-level compaction (blocks of 8): a ``nonzero`` over the M/8 block flags, then over the entries of the first
-    ``cap`` flagged blocks, instead of one ``nonzero`` over all M entries (about 17 ns CPU per entry here).
+    ``cap`` flagged blocks, instead of one ``nonzero`` over all M entries (a full pass, costly per entry on CPU).
     """
     M = pending.shape[0]
     B = 8
@@ -155,10 +154,9 @@ def _gamma_mt(key, a, shape):
     fresh iid candidates (inner ``while_loop``, touching only the buffer) until it accepts; the values go back to
     their elements. Which slot or which round serves an element does not matter, since every candidate is a fresh
     draw independent of everything before it, so each element gets its own stream's first acceptance. More pending
-    elements than slots wait for the next gathering (outer ``while_loop``). Against the former version (a
-    ``ndtri``-of-uniform candidate, every retry round a ``nonzero`` over the whole batch and a buffer of M/16), this
-    halves the CPU time of a chi^2_256 draw on this machine (about 70 against 138 ns); the Threefry/Box-Muller
-    candidates (:func:`normal`, :func:`uniform`) took it from 44 to 26 ns per draw inside a compiled chunk loop.
+    elements than slots wait for the next gathering (outer ``while_loop``). The retry rounds touch only the buffer,
+    never the whole batch, and the candidates are the fused Threefry/Box-Muller draws of :func:`normal` and
+    :func:`uniform`.
     """
     a = jnp.broadcast_to(jnp.asarray(a, jnp.float64), shape).reshape(-1)
     M = a.shape[0]

@@ -10,8 +10,9 @@ a notebook can call the same functions.
   ``jax.enable_x64`` state, local to the thread): inside it JAX computes in float64, outside it the user's setting
   holds. The public functions re-exported by each paper's package run inside it (decorated with :func:`float64`).
 * **XLA flags** (:func:`add_xla_flags`). attnlab asks XLA's CPU backend for LLVM optimisation level 1
-  (``--xla_backend_optimization_level=1``): compile times fall 1.3-8x on the presets' programs while their run
-  times are unchanged (``bench/`` has the figures). A flag already in ``XLA_FLAGS`` wins. Flags act only before JAX
+  (``--xla_backend_optimization_level=1``, the default being 3): the presets run many small programs, and the extra
+  LLVM passes of the higher levels lengthen their compilation without shortening their run. A flag already in
+  ``XLA_FLAGS`` wins (``--xla_backend_optimization_level=3`` restores the default). Flags act only before JAX
   starts its backend (the first computation of the process).
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
   compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
@@ -41,7 +42,8 @@ __all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configur
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
 OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1",)
-"""The XLA flags :func:`configure` adds (compile time 1.3-8x lower on the presets' programs, same run times)."""
+"""The XLA flags :func:`configure` adds: LLVM optimisation level 1 on the CPU backend (shorter compilation of the
+presets' many small programs, the same run time)."""
 
 _DEFAULT_MAX_MAPPINGS = 65530
 F = TypeVar("F", bound=Callable)

@@ -239,8 +239,8 @@ def _remove_empty(dirs: list[Path]) -> None:
 def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bool, out_dir: Path | None = None,
                results_root: Path = Path("results"), force: bool = False, progress=None, figures: bool = True) -> RunResult:
     """Run ``preset`` with ``config`` and ``seed`` into its run directory, or reuse a finished identical run.
-    ``figures=False`` skips the figures (a reused run keeps whatever it has): in a large sweep they can cost more
-    than the runs themselves (about 1.5 s of matplotlib per task for a 0.6 s ``marion-manifold`` task here)."""
+    ``figures=False`` skips the figures (a reused run keeps whatever it has): in a large sweep of small presets,
+    drawing and saving each task's figures with matplotlib can take longer than the run itself."""
     impl = implementations(preset, config)
     digest = config_hash(preset.name, config, seed, impl)
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(results_root, preset.name, digest)
