@@ -24,3 +24,14 @@ def _release_compiled_programs():
 def key():
     """A fixed key: statistical thresholds below are stated for this key (diffrax/equinox convention)."""
     return jax.random.key(20251122)
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory):
+    """``quick_run(name) -> attnlab.Run``: the preset's quick run at seed 0, computed once per session and shared by
+    the test workers (:mod:`quick_runs`)."""
+    from quick_runs import quick_run as run
+    from quick_runs import shared_root
+
+    root = shared_root(tmp_path_factory)
+    return lambda name: run(name, root)

@@ -10,9 +10,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from attnlab import runtime
-from attnlab.api import Run
-from attnlab.app import store
-from attnlab.registry import Check, all_presets, resolve_config
+from attnlab.registry import Check, all_presets
 from conventions import dataset_problems, figure_problems
 
 
@@ -24,21 +22,18 @@ def _strict(text: str):
 
 
 @pytest.mark.parametrize("name", sorted(all_presets()))
-def test_preset_conforms(name, tmp_path):
+def test_preset_conforms(name, quick_run):
     preset = all_presets()[name]
-    config = resolve_config(preset, quick=True)
-    res = store.run_preset(preset, config, 0, quick=True, out_dir=tmp_path / "run", figures=False)
-    s = res.summary
-    run = Run(preset, config, 0, True, store.read_data(res.run_dir), s["metrics"],
-              [Check.from_dict(c) for c in s["checks"]], s["implementations"], s["elapsed_s"], s["finding"])
+    run = quick_run(name)  # stored with the store (no figures) and read back, shared with the papers' tests
+    config = run.config
     with runtime.x64():
         figures = preset.plot(run.data, config)  # drawn from the stored data (saving them is tested elsewhere)
     assert figures and all(f.axes for f in figures.values())
     problems = [p for n, f in figures.items() for p in figure_problems(f, n)]
     plt.close("all")
     assert not problems, "figure conventions:\n" + "\n".join(problems)
-    summary = _strict((tmp_path / "run" / "summary.json").read_text())
-    _strict((tmp_path / "run" / "config.json").read_text())
+    summary = _strict((run.run_dir / "summary.json").read_text())
+    _strict((run.run_dir / "config.json").read_text())
     assert summary["finding"] and "\n" not in summary["finding"], "a one-line finding in words"
 
     problems = dataset_problems(run.data)

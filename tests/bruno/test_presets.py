@@ -55,12 +55,10 @@ def test_adaptive_integrator_option():
         _cfg("bruno-three-phases", integrator="rk45")
 
 
-def test_alignment_check_rejects_frozen_tokens_and_half_the_time():
+def test_alignment_check_rejects_frozen_tokens_and_half_the_time(quick_run):
     """The quick alignment check's tolerance is below the error of tokens that never move and of the closed form
     at half the time, so either mistake fails the check (a tolerance of 0.257 rad used to accept both)."""
-    import attnlab
-
-    r = attnlab.run("bruno-alignment", quick=True)
+    r = quick_run("bruno-alignment")  # the session's shared quick run
     for c, row in zip(r.checks, ("a", "b")):
         assert c.passed
         assert c.tolerance < r.metrics[f"alignment_error_half_time_row_{row}"]

@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import pytest
 
+from attnlab import runtime
 from attnlab.errors import AttnlabError
 from attnlab.registry import all_presets, resolve_config
 
@@ -37,9 +38,15 @@ def _run(name, quick=True, **overrides):
     return _RUNS[key]
 
 
-@pytest.mark.slow
-def test_population_quick_passes_its_checks():
-    ds, (metrics, checks), figs = _run("duranthon-population")
+def _shared(quick_run, name):
+    """The session's shared quick run of ``name`` (seed 0, as the conformance test reads it), with its figures."""
+    run = quick_run(name)
+    with runtime.x64():
+        return run.data, (run.metrics, run.checks), run.preset.plot(run.data, run.config)
+
+
+def test_population_quick_passes_its_checks(quick_run):
+    ds, (metrics, checks), figs = _shared(quick_run, "duranthon-population")
     assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
     assert metrics["min_linear_minus_softmax"] > 0
     assert set(figs) == {"risk_vs_nu", "risk_vs_L"}
@@ -73,9 +80,8 @@ def test_bad_config_is_rejected(name, bad):
         resolve_config(p, quick=True, overrides=bad)
 
 
-@pytest.mark.slow
-def test_sample_complexity_quick_passes_and_every_fixed_point_converges():
-    ds, (metrics, checks), figs = _run("duranthon-sample-complexity")
+def test_sample_complexity_quick_passes_and_every_fixed_point_converges(quick_run):
+    ds, (metrics, checks), figs = _shared(quick_run, "duranthon-sample-complexity")
     assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
     assert metrics["fixed_points_converged_fraction"] == 1.0
     assert float(ds.replica_residual.max()) < 1e-8
@@ -93,8 +99,8 @@ def test_sample_complexity_bad_config_is_rejected(bad):
         resolve_config(p, quick=True, overrides=bad)
 
 
-def test_sample_complexity_has_the_bayes_optimal_curve_below_erm():
-    ds, (metrics, checks), _ = _run("duranthon-sample-complexity")
+def test_sample_complexity_has_the_bayes_optimal_curve_below_erm(quick_run):
+    ds, (metrics, checks), _ = _shared(quick_run, "duranthon-sample-complexity")
     bo = ds.bo_test_error.values
     assert bool(ds.bo_converged.all()) and np.all(np.diff(bo) < 0)
     names = [c.name for c in checks]
