@@ -4,12 +4,13 @@
                                                      the table
     python tools/bench_table.py                      rewrite the table from the saved results only
 
-Each script prints one JSON object as its last line. ``--run`` saves it as ``bench/results/<script>.json`` together
-with the command, the machine (CPU model and core count) and the date; the table (between the markers
-``<!-- bench-table:start -->`` and ``<!-- bench-table:end -->``) shows, for every script, what it measures, its
-headline figures (the ratios against the plain reference measured in the same process), the machine and the
-command. A script without a saved result reads "not measured"; a script that failed keeps its previous result and
-the run exits with status 1.
+Each script prints one JSON object as its last line. ``--run`` saves it as
+``bench/results/<cpu>/<script>.json`` together with the command, the CPU (model, vector extensions, core count),
+the XLA flags, the load average before and after, and the date. The table (between the markers
+``<!-- bench-table:start -->`` and ``<!-- bench-table:end -->``) has one row per script and CPU model measured: what
+it measures, its headline figures (the ratios against the plain reference measured in the same process), the CPU
+and the command. A script without a saved result reads "not measured"; a script that failed keeps its previous
+result and the run exits with status 1.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ast
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,18 +44,37 @@ HEADLINES = {
 }
 
 
-def machine() -> str:
-    """CPU model and logical core count of this machine."""
-    model = "unknown CPU"
+VECTOR_EXTENSIONS = ("avx512f", "avx2", "fma", "avx", "sse4_2", "neon", "asimd", "sve")
+
+
+def cpu() -> dict:
+    """This machine's CPU: model, the vector extensions attnlab's kernels care about, logical core count."""
+    model, flags, ids = "unknown CPU", set(), {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and value.strip():
+            key, value = key.strip(), value.strip()
+            if key in ("model name", "Hardware") and value and model == "unknown CPU":
                 model = " ".join(value.split())
-                break
+            elif key in ("flags", "Features") and not flags:
+                flags = set(value.split())
+            elif key in ("cpu family", "model") and key not in ids:
+                ids[key] = value
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} cores"
+    if len(ids) == 2:  # virtual machines often report a generic model name: the family and model numbers tell
+        model += f" (family {ids['cpu family']}, model {ids['model']})"
+    return {"model": model, "vector_extensions": [f for f in VECTOR_EXTENSIONS if f in flags],
+            "cores": os.cpu_count()}
+
+
+def cpu_text(c: dict) -> str:
+    ext = "/".join(e.upper() for e in c.get("vector_extensions", [])[:2])
+    return f"{c['model']}, {c['cores']} cores" + (f" ({ext})" if ext else "")
+
+
+def cpu_slug(c: dict) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"{c['model']}-{c['cores']}c".lower()).strip("-")
 
 
 def summary_line(script: Path) -> str:
@@ -102,16 +123,16 @@ def headline(name: str, result: dict) -> str:
 
 
 def table(scripts: list[Path]) -> str:
-    rows = ["| script | what it measures | result | machine | command |", "|---|---|---|---|---|"]
+    """One row per script and CPU model with a saved result ("not measured" for a script without any)."""
+    rows = ["| script | what it measures | result | CPU | command |", "|---|---|---|---|---|"]
     for script in scripts:
-        saved = RESULTS / f"{script.stem}.json"
-        if saved.is_file():
-            record = json.loads(saved.read_text())
-            result, where = headline(script.stem, record["result"]), record["machine"]
-        else:
-            result, where = "not measured", ""
         cmd = f"`.venv/bin/python bench/{script.name}`"
-        rows.append(f"| `{script.name}` | {summary_line(script)} | {result} | {where} | {cmd} |")
+        saved = sorted(RESULTS.glob(f"*/{script.stem}.json"))
+        records = [json.loads(p.read_text()) for p in saved]
+        for record in records or [None]:
+            result = headline(script.stem, record["result"]) if record else "not measured"
+            where = cpu_text(record["cpu"]) if record else ""
+            rows.append(f"| `{script.name}` | {summary_line(script)} | {result} | {where} | {cmd} |")
     return "\n".join(rows)
 
 
@@ -135,15 +156,20 @@ def main(argv: list[str]) -> int:
     status = 0
     if args.run:
         chosen = [(BENCH / Path(s).name).with_suffix(".py") for s in args.scripts] or scripts
-        RESULTS.mkdir(exist_ok=True)
         for script in chosen:
+            load_before = os.getloadavg()
             result = run_script(script)
             if result is None:
                 status = 1
                 continue
-            record = {"script": script.name, "command": f"python bench/{script.name}", "machine": machine(),
-                      "date": datetime.date.today().isoformat(), "result": result}
-            (RESULTS / f"{script.stem}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+            here = cpu()
+            record = {"script": script.name, "command": f"python bench/{script.name}", "cpu": here,
+                      "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_average_before_after":
+                      [load_before[0], os.getloadavg()[0]], "date": datetime.date.today().isoformat(),
+                      "result": result}
+            folder = RESULTS / cpu_slug(here)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{script.stem}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     DOC.write_text(rewrite_doc(table(scripts)))
     print(f"bench_table: wrote the table of {DOC.relative_to(ROOT)}")
     return status
