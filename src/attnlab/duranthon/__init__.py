@@ -38,6 +38,7 @@ bayes_risk_mc = float64(_population.bayes_risk_mc)
 bayes_risk_is = float64(_population.bayes_risk_is)
 linear_risk = float64(_population.linear_risk)
 overlap_risk = float64(_population.overlap_risk)
+overlap_risk_gradient = float64(_population.overlap_risk_gradient)
 optimal_key_scale = float64(_population.optimal_key_scale)
 
 fit_erm = float64(_erm.fit_erm)
@@ -53,13 +54,16 @@ replica_curve = float64(_replica.replica_curve)
 at_eigenvalue = float64(_replica.at_eigenvalue)
 solve_bayes_optimal = float64(_replica.solve_bayes_optimal)
 bayes_optimal_test_error = float64(_replica.bayes_optimal_test_error)
+fixed_point_lambda_derivative = float64(_replica.fixed_point_lambda_derivative)
+risk_lambda_derivative = float64(_replica.risk_lambda_derivative)
 
 __all__ = ["ACTIVATIONS", "Activation", "activation", "custom_activation",
            "LengthLaw", "length_law", "Scores", "DuranthonBatch", "sample_teacher_sqrtD", "sample_scores",
            "sample_sequences",
-           "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "linear_risk", "overlap_risk", "OptimalScale",
+           "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "linear_risk", "overlap_risk", "overlap_risk_gradient",
+           "OptimalScale",
            "optimal_key_scale",
            "ERMOverlaps", "ERMResult", "fit_erm", "erm_overlaps", "erm_overlap_risk", "fresh_test_error",
            "FrozenSamples", "frozen_samples", "Order", "ReplicaResult", "solve_replica", "continue_in_alpha",
            "continue_in_lambda", "replica_curve", "at_eigenvalue", "BOResult", "solve_bayes_optimal",
-           "bayes_optimal_test_error"]
+           "bayes_optimal_test_error", "fixed_point_lambda_derivative", "risk_lambda_derivative"]

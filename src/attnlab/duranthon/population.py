@@ -42,7 +42,8 @@ from attnlab.duranthon.activations import Activation, activation
 from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores
 
 __all__ = ["softmax_pair_risk", "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "expected_max_gaussian", "mu_max",
-           "linear_risk", "linear_spiked_fixed_L", "overlap_risk", "ab_statistics", "OptimalScale", "optimal_key_scale",
+           "linear_risk", "linear_spiked_fixed_L", "overlap_risk", "overlap_risk_gradient",
+           "ab_statistics", "OptimalScale", "optimal_key_scale",
            "vectors_on_manifold", "centred_linear_spiked_asymptote"]
 
 
@@ -240,6 +241,29 @@ def overlap_risk(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n:
     we, w2 = ab_statistics(act, s, a, m_k, math.sqrt(max(q_k - m_k**2, 0.0)))
     vals = 1.0 + noise_std**2 - 2.0 * m_v * we + q_v * w2
     return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+
+
+def overlap_risk_gradient(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n: int,
+                          noise_std: float = 0.0):
+    """The risk on M of :func:`overlap_risk` (the same frozen samples for the same ``key`` and ``n``) and its gradient
+    with respect to ``(m_k, q_k, m_v, q_v)``, by forward-mode differentiation of the Monte Carlo mean
+    ``1 + noise_std^2 - 2 m_v A + q_v B`` with ``chi = m_k chi* + s_k a``, ``s_k = sqrt(q_k - m_k^2)``::
+
+        dE/dm_v = -2 A,   dE/dq_v = B,   dE/dq_k = (dE/ds_k) / (2 s_k),   dE/dm_k = (dE/dm_k)|_{s_k} - m_k (dE/ds_k) / s_k
+
+    Returns ``(E, gradient (4,))``; needs q_k > m_k^2 (s_k > 0)."""
+    if not (q_k > m_k**2 and q_v >= m_v**2 - 1e-12):
+        raise ValueError(f"the gradient needs q_k > m_k^2 and q_v >= m_v^2, got {(m_k, q_k, m_v, q_v)}")
+    s, a = _frozen(key, model, nu, L, n)
+    act0 = dataclasses.replace(act, c=0.0)
+
+    def risk(p):
+        we, w2 = _ab(act0, s, a, p[0], jnp.sqrt(p[1] - p[0] ** 2), act.c)
+        return jnp.mean(1.0 + noise_std**2 - 2.0 * p[2] * we + p[3] * w2)
+
+    p = jnp.asarray([m_k, q_k, m_v, q_v], dtype=jnp.float64)
+    value, grad = jax.value_and_grad(risk)(p)
+    return float(value), np.asarray(grad, dtype=np.float64)
 
 
 class OptimalScale(NamedTuple):

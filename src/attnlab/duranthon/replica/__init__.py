@@ -12,6 +12,7 @@ Modules:
 * ``blocks`` -- the proximal problems of every sample in rounds and fixed-size blocks (compiled once);
 * ``fixed_point_map`` -- the channel integrals (hats), the prior update and the map F with its diagnostics;
 * ``stability`` -- the replicon (de Almeida-Thouless) eigenvalue of the RS point;
+* ``sensitivity`` -- the map's Jacobian, dx*/dlambda by implicit differentiation of the fixed point, dE/dlambda;
 * ``anderson`` -- safeguarded Anderson acceleration (or damping) for x = F(x);
 * ``solve`` -- :func:`solve_replica` and its convergence report :class:`ReplicaResult`;
 * ``continuation`` -- continuation in lambda and alpha, standard starts, branch tracking;
@@ -95,6 +96,12 @@ from attnlab.duranthon.replica.continuation import (
 from attnlab.duranthon.replica.fixed_point_map import MapValue, Order, evaluate_map, prior_update, replica_map
 from attnlab.duranthon.replica.ridge import ridge_fixed_point
 from attnlab.duranthon.replica.samples import FrozenSamples, frozen_samples
+from attnlab.duranthon.replica.sensitivity import (
+    MapJacobian,
+    fixed_point_lambda_derivative,
+    map_jacobian,
+    risk_lambda_derivative,
+)
 from attnlab.duranthon.replica.solve import ReplicaResult, solve_replica
 from attnlab.duranthon.replica.stability import at_eigenvalue
 
@@ -102,4 +109,5 @@ __all__ = ["Order", "FrozenSamples", "frozen_samples", "replica_map", "evaluate_
            "ReplicaResult", "solve_replica", "lambda_path", "continue_in_lambda", "continue_in_alpha", "standard_starts",
            "BranchCurve", "replica_curve", "ridge_fixed_point", "fixed_point", "secant_predictor", "rescaled_start",
            "at_eigenvalue", "compile_blocks", "solve_bayes_optimal", "BOResult", "bayes_optimal_test_error",
-           "bayes_optimal_excess", "log_argmax_probs"]
+           "bayes_optimal_excess", "log_argmax_probs", "MapJacobian", "map_jacobian", "fixed_point_lambda_derivative",
+           "risk_lambda_derivative"]
