@@ -92,7 +92,7 @@ def test_sample_complexity_quick_passes_and_every_fixed_point_converges(quick_ru
 
 
 @pytest.mark.parametrize("bad", [{"alphas": [0.0]}, {"lam": -1.0}, {"nu": -1.0}, {"L": 0},
-                                 {"model": "spiked", "nu": math.inf}])
+                                 {"model": "spiked", "nu": math.inf}, {"lam": "best"}, {"lam": 0.0}])
 def test_sample_complexity_bad_config_is_rejected(bad):
     p = all_presets()["duranthon-sample-complexity"]
     with pytest.raises(AttnlabError):
@@ -181,3 +181,31 @@ def test_fields_that_take_inf_declare_it_with_allow_inf_nan():
                       ("duranthon-sample-complexity", {"lam": math.inf})):
         with pytest.raises(AttnlabError):
             resolve_config(name, quick=True, overrides=bad)
+
+
+def test_sample_complexity_lam_accepts_a_number_or_optimal():
+    from attnlab.config import parse_set
+
+    p = all_presets()["duranthon-sample-complexity"]
+    assert resolve_config(p, quick=True).lam == 1.0  # the quick run keeps a fixed lambda
+    cfg = resolve_config(p, quick=True, overrides=parse_set(["lam=optimal"]))
+    assert cfg.lam == "optimal" and p.config_cls(**cfg.model_dump()) == cfg
+    assert resolve_config(p, quick=True, overrides=parse_set(["lam=0.5"])).lam == 0.5
+
+
+@pytest.mark.slow
+def test_sample_complexity_lam_optimal_records_lambda_star_and_checks_it_against_the_grid():
+    """``--set lam=optimal``: lambda*(alpha) per activation on the alpha coordinate (units, long_name), the replica
+    and ERM columns at lambda*, and the check against the grid argmin passes while rejecting its control (the grid's
+    worst lambda). Small sizes: one alpha where the minimum lies in the convex regime (see
+    tests/duranthon/test_sample_complexity.py)."""
+    ds, (metrics, checks), figs = _run("duranthon-sample-complexity", lam="optimal", alphas=[8.0], n_replica=256,
+                                       n_sets=2, sqrt_ND=40.0, n_seeds=2, n_test=200, n_risk=5000)
+    var = ds.lambda_star
+    assert var.dims == ("activation", "alpha") and var.attrs["units"] == "1" and "lambda*" in var.attrs["long_name"]
+    lam = float(var.sel(activation="softmax", alpha=8.0))
+    assert 0.03 < lam < 3.0 and float(ds.lambda_opt.sel(activation="softmax", alpha=8.0, lam_kv="lambda_v")) == lam
+    assert metrics["softmax_lambda_star_alpha8"] == lam and metrics["softmax_lambda_star_gain_alpha8"] > 0
+    c = [c for c in checks if c.name.startswith("lambda* within the grid's resolution")]
+    assert len(c) == 1 and c[0].passed and c[0].control_rejected, c
+    assert ds.attrs["lambda_k"] == "optimal" and "sample_complexity" in figs

@@ -200,7 +200,8 @@ def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
     handles += [Line2D([], [], color="0.3", **{**SIMULATION, "marker": mk}, label=f"$m_{o[-1]}$ (right)")
                 for o, mk in (("m_k", "o"), ("m_v", "s"))]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles) if len(handles) <= 6 else 4)
-    lam = (r"$\lambda$ by grid search" if ds.attrs.get("lambda_grid_search")
+    lam = (r"$\lambda=\lambda^*(\alpha)$" if ds.attrs.get("lambda_optimal")
+           else r"$\lambda$ by grid search" if ds.attrs.get("lambda_grid_search")
            else f"$\\lambda_k=\\lambda_v={ds.attrs['lambda_k']:g}$")
     fig.suptitle(f"{_setting_title(ds)}, {lam}: replica (dashed) vs L-BFGS ERM (markers, mean $\\pm$ SE)")
     return {"sample_complexity": fig}

@@ -21,7 +21,7 @@ errors, the wall time and the peak memory; a single large run is, e.g.,
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import jax
 import numpy as np
@@ -342,7 +342,10 @@ class SampleComplexityConfig(_ReplicaVsERMConfig):
     nu: float = pydantic.Field(5.0, gt=0, allow_inf_nan=True, description="signal strength (may be inf for max-SLR)")
     L: int = pydantic.Field(2, ge=1, description="sequence length")
     alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
-    lam: float = pydantic.Field(1.0, gt=0, description="lambda_k = lambda_v (when lam_grid is empty)")
+    lam: Annotated[float, pydantic.Field(gt=0)] | Literal["optimal"] = pydantic.Field(
+        1.0, description="lambda_k = lambda_v (when lam_grid is empty), or optimal: per alpha and activation the "
+                         "minimiser lambda* of the replica test error, bracketed by lam_grid (PAPER_LAM_GRID if "
+                         "empty)")
     lam_grid: tuple[float, ...] = pydantic.Field((), description="lambda_k = lambda_v grid: per alpha and activation "
                                                  "the lambda of lowest replica test error (empty: fixed lam)")
     lam_grid_rs_stable: bool = pydantic.Field(True, description="grid search among RS-stable (AT) fixed points only")
@@ -372,10 +375,13 @@ def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr
     from attnlab.duranthon.sample_complexity import theory_vs_simulation
 
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
-    return _dimensionless(theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, cfg.lam, cfg.lam, cfg.activations,
+    optimal = cfg.lam == "optimal"
+    lam = math.nan if optimal else cfg.lam
+    grid = (cfg.lam_grid or PAPER_LAM_GRID) if optimal else (cfg.lam_grid or None)
+    return _dimensionless(theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, lam, lam, cfg.activations,
                                 cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
-                                informed_scale=scale, lam_grid=cfg.lam_grid or None,
-                                grid_rs_stable=cfg.lam_grid_rs_stable, progress=progress))
+                                informed_scale=scale, lam_grid=grid, grid_rs_stable=cfg.lam_grid_rs_stable,
+                                lam_optimal=optimal, progress=progress))
 
 
 register(Preset(

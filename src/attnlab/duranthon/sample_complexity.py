@@ -11,6 +11,15 @@ For each activation and each alpha:
   :func:`attnlab.duranthon.replica.at_eigenvalue`): an RS prediction past the AT line is not trusted to pick lambda.
   The replica and ERM columns below are at that lambda;
 
+* lambda* (``lam_optimal``, a grid needed): the minimiser of the same replica test error over the grid's range
+  without the grid's resolution limit. Its derivative dE/dlambda comes from implicit differentiation of the fixed
+  point (:func:`attnlab.duranthon.replica.sensitivity.risk_lambda_derivative`, mean over sets) at every grid lambda;
+  each bracket of adjacent grid lambdas (both eligible as above) where it changes sign from - to + holds a local
+  minimum, found by Brent's method on ``dE/dlambda(exp t) = 0`` in t = log lambda (:func:`_optimal_lambda`), and
+  lambda* is the local minimum of lowest test error. If a grid end where dE/dlambda points outwards has a lower
+  test error, the minimum lies at or beyond the grid's range: lambda* is NaN (status "at_grid_edge") and the columns
+  stay at the grid optimum. Otherwise the replica and ERM columns are at lambda*;
+
 * replica: :func:`attnlab.duranthon.replica.solve_replica` on ``n_sets`` independent frozen sample sets, continued in
   alpha (each set starts from its fixed point at the previous alpha, the first from the informed point); test error
   (the risk-on-M formula of four overlaps, :func:`attnlab.duranthon.population.overlap_risk`) per set, its mean, and
@@ -27,9 +36,11 @@ For each activation and each alpha:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import numpy as np
+import scipy.optimize
 import xarray as xr
 
 from attnlab.duranthon.activations import activation
@@ -44,6 +55,7 @@ from attnlab.duranthon.replica import (
     solve_bayes_optimal,
     solve_replica,
 )
+from attnlab.duranthon.replica.sensitivity import risk_lambda_derivative
 
 __all__ = ["theory_vs_simulation", "low_snr_diagnostics"]
 
@@ -60,18 +72,129 @@ def _json_L(L):
     return int(L) if np.ndim(L) == 0 else [int(x) for x in L]
 _SIM = ERMOverlaps.names()
 
+LAMBDA_XTOL = 1e-6  # Brent's method on dE/dlambda: tolerance on t = log lambda (lambda to a relative 1e-6)
+
+
+class OptimalLambda(NamedTuple):
+    """Result of :func:`_optimal_lambda`: ``lam`` (lambda*, NaN unless ``status == "root"``), ``status`` ("root",
+    "at_grid_edge", "no_bracket"), ``derivative`` (mean dE/dlambda at lambda*), ``evaluations`` (fixed-point solves
+    of the root find), ``results`` (per set, the :class:`ReplicaResult` at lambda*), ``grid_derivative`` (mean
+    dE/dlambda at each grid lambda, NaN where not eligible)."""
+
+    lam: float
+    status: str
+    derivative: float
+    evaluations: int
+    results: list
+    grid_derivative: np.ndarray
+
+
+def _set_derivative(k_risk, act, model, nu, L, alpha, lam, sample_set, r, n_risk):
+    """dE/dlambda of one set's fixed point ``r`` (NaN unless it converged with q_a > m_a^2)."""
+    o = r.order
+    if not (r.converged and o.q_k > o.m_k**2 and o.q_v > o.m_v**2):
+        return math.nan
+    jac = r.jacobian if r.jacobian in ("implicit", "stein") else "implicit"
+    return risk_lambda_derivative(k_risk, act, model, nu, L, r.order, alpha, lam, sample_set, r.chi, n_risk, jac)[1]
+
+
+def _optimal_lambda(act, model, nu, L, alpha, sets, grid, by_g, eligible, k_risk, n_risk, tol,
+                    xtol=LAMBDA_XTOL) -> OptimalLambda:
+    r"""lambda*(alpha): the minimiser over the grid's range of the mean over sets of the replica test error
+    E(lambda) (the quantity the grid search minimises), from the zeros of its derivative.
+
+    ``grid`` (decreasing lambdas), ``by_g`` (per grid lambda: the sets' results, their test errors and SEs) and
+    ``eligible`` (per grid lambda) as in :func:`theory_vs_simulation`. dE/dlambda at each eligible grid lambda by
+    implicit differentiation; for each pair of adjacent eligible lambdas where it goes from < 0 to > 0 (increasing
+    lambda), Brent's method (``scipy.optimize.brentq``, ``xtol`` on log lambda) finds its zero; each trial lambda
+    is solved on every set from the nearest solved lambda's last evaluations rescaled to the trial lambda
+    (:func:`attnlab.duranthon.replica.rescaled_start`: the hats do not depend on lambda). lambda* is the zero of
+    lowest E, unless an eligible grid end with dE/dlambda pointing outwards (> 0 at the smallest lambda, < 0 at the
+    largest) has a lower E ("at_grid_edge"); "no_bracket" when there is neither."""
+    asc = np.argsort(grid)
+    lams = np.asarray(grid, dtype=np.float64)
+    n_sets = len(sets)
+    gder = np.full(len(grid), np.nan)
+    for g in range(len(grid)):
+        if eligible[g]:
+            d = [_set_derivative(k_risk, act, model, nu, L, alpha, lams[g], sets[s], by_g[g][0][s], n_risk)
+                 for s in range(n_sets)]
+            gder[g] = np.mean(d)
+    ok = [g for g in asc if eligible[g] and math.isfinite(gder[g])]
+    solved = {math.log(lams[g]): list(by_g[g][0]) for g in ok}  # t -> per-set results (warm starts)
+    records: dict = {}
+    count = [0]
+
+    def solve_at(t):
+        if t in solved:
+            return solved[t]
+        near = min(solved, key=lambda u: abs(u - t))
+        lam, out = math.exp(t), []
+        for s in range(n_sets):
+            prev = solved[near][s]
+            rec = list(records.get((near, s), []))
+            start = rescaled_start(rec, alpha, lam, lam, "implicit")
+            x0, v0, hist = tuple(prev.order), None, None
+            if start is not None:
+                x0, v0, hist = tuple(start[0]), start[1], (start[2], start[3])
+            r = solve_replica(act, alpha, lam, lam, sets[s], x0, tol=tol, chi0=prev.chi, track0=prev.track, v0=v0,
+                              history=hist, record=rec)
+            records[(t, s)] = rec
+            out.append(r)
+        count[0] += 1
+        solved[t] = out
+        return out
+
+    derivative = {math.log(lams[g]): gder[g] for g in ok}
+
+    def mean_derivative(t):
+        if t not in derivative:
+            rs = solve_at(t)
+            derivative[t] = float(np.mean([_set_derivative(k_risk, act, model, nu, L, alpha, math.exp(t), sets[s],
+                                                           rs[s], n_risk) for s in range(n_sets)]))
+        return derivative[t]
+
+    def mean_error(rs):
+        vals = []
+        for r in rs:
+            o = r.order
+            vals.append(overlap_risk(k_risk, act, model, nu, L, o.m_k, max(o.q_k, o.m_k**2), o.m_v,
+                                     max(o.q_v, o.m_v**2), n_risk)[0] if r.converged else math.nan)
+        return float(np.mean(vals))
+
+    candidates = []  # (E, lambda or None for a grid end, t)
+    for lo, hi in zip(ok[:-1], ok[1:]):
+        if gder[lo] < 0 < gder[hi]:
+            t = scipy.optimize.brentq(mean_derivative, math.log(lams[lo]), math.log(lams[hi]), xtol=xtol)
+            rs = solve_at(t)
+            if all(r.converged for r in rs):
+                candidates.append((mean_error(rs), t, True))
+    if ok and gder[ok[0]] > 0:
+        candidates.append((float(np.mean(by_g[ok[0]][1])), math.log(lams[ok[0]]), False))
+    if ok and gder[ok[-1]] < 0:
+        candidates.append((float(np.mean(by_g[ok[-1]][1])), math.log(lams[ok[-1]]), False))
+    if not candidates:
+        return OptimalLambda(math.nan, "no_bracket", math.nan, count[0], [], gder)
+    _, t, interior = min(candidates)
+    if not interior:
+        return OptimalLambda(math.nan, "at_grid_edge", math.nan, count[0], [], gder)
+    return OptimalLambda(math.exp(t), "root", mean_derivative(t), count[0], solved[t], gder)
+
 
 def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: float,
                          activations=("softmax", "linear"), n_replica: int = 2000, n_sets: int = 3,
                          sqrt_ND: float = 1000.0, n_seeds: int = 3, n_test: int = 4000, n_risk: int = 50_000,
                          informed_scale: float | None = None, tol: float = 1e-8, n_bo: int = 20_000,
-                         lam_grid=None, grid_rs_stable: bool = True, progress=None) -> xr.Dataset:
+                         lam_grid=None, grid_rs_stable: bool = True, lam_optimal: bool = False,
+                         progress=None) -> xr.Dataset:
     alphas = [float(a) for a in alphas]
     if any(a <= 0 for a in alphas):
         raise ValueError(f"every alpha must be > 0, got {alphas}")
     grid = sorted({float(x) for x in lam_grid}, reverse=True) if lam_grid else None
     if grid is not None and any(not x > 0 for x in grid):
         raise ValueError(f"every lambda of the grid must be > 0, got {lam_grid}")
+    if lam_optimal and (grid is None or len(grid) < 2):
+        raise ValueError("lam_optimal needs a lambda grid of at least two values (its brackets)")
     pairs = [(g, g) for g in grid] if grid else [(lam_k, lam_v)]
     n_g = len(pairs)
     n_a, n_al = len(activations), len(alphas)
@@ -85,6 +208,9 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     grid_test, grid_conv = np.full((n_a, n_al, n_g), np.nan), np.zeros((n_a, n_al, n_g, n_sets), bool)
     grid_at = np.full((n_a, n_al, n_g, n_sets), np.nan)
     lam_opt = np.full((n_a, n_al, 2), np.nan)
+    lam_star, lam_star_der = np.full((n_a, n_al), np.nan), np.full((n_a, n_al), np.nan)
+    lam_star_evals, lam_star_status = np.zeros((n_a, n_al), int), np.full((n_a, n_al), "", dtype=object)
+    lam_grid_best, grid_der = np.full((n_a, n_al), np.nan), np.full((n_a, n_al, n_g), np.nan)
     sim = np.full((n_a, n_al, n_seeds, 7), np.nan)
     sim_train, sim_test = np.full((n_a, n_al, n_seeds), np.nan), np.full((n_a, n_al, n_seeds), np.nan)
     sim_conv, sim_status = np.zeros((n_a, n_al, n_seeds), bool), np.full((n_a, n_al, n_seeds), "", dtype=object)
@@ -103,7 +229,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         chis = [[None] * n_sets for _ in range(n_g)]
         records = [[[] for _ in range(n_sets)] for _ in range(n_g)]  # each path's last evaluations
         for i, alpha in enumerate(alphas):
-            best, by_g = None, []
+            best, by_g, eligible = None, [], []
             for g, (lk, lv) in enumerate(pairs):
                 rs, mc_se, test_set = [], np.full(n_sets, np.nan), np.full(n_sets, np.nan)
                 for s in range(n_sets):
@@ -131,14 +257,30 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                                             o.q_v, n_risk)
                         test_set[s], mc_se[s] = m, e
                 by_g.append((rs, test_set, mc_se))
+                eligible.append(False)
                 if np.all(np.isfinite(test_set)):
                     grid_test[a, i, g] = np.mean(test_set)
-                    eligible = not grid_rs_stable or n_g == 1 or bool(np.all(grid_at[a, i, g] < 1))
-                    if eligible and (best is None or grid_test[a, i, g] < grid_test[a, i, best]):
+                    eligible[g] = not grid_rs_stable or n_g == 1 or bool(np.all(grid_at[a, i, g] < 1))
+                    if eligible[g] and (best is None or grid_test[a, i, g] < grid_test[a, i, best]):
                         best = g
             g = best if best is not None else 0  # no eligible lambda: the largest
             rs, test_set, mc_se = by_g[g]
             lam_opt[a, i] = pairs[g]
+            lam_grid_best[a, i] = pairs[best][0] if best is not None else np.nan
+            if lam_optimal:
+                k_i = jax.random.fold_in(k_risk, i)
+                opt = _optimal_lambda(act, model, nu, L, alpha, sets, [p[0] for p in pairs], by_g, eligible, k_i,
+                                      n_risk, tol)
+                lam_star[a, i], lam_star_der[a, i], lam_star_evals[a, i] = opt.lam, opt.derivative, opt.evaluations
+                lam_star_status[a, i], grid_der[a, i] = opt.status, opt.grid_derivative
+                if opt.status == "root":  # the replica and ERM columns at lambda*
+                    rs, test_set, mc_se = opt.results, np.full(n_sets, np.nan), np.full(n_sets, np.nan)
+                    for s, r in enumerate(rs):
+                        o = r.order
+                        if r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2:
+                            test_set[s], mc_se[s] = overlap_risk(k_i, act, model, nu, L, o.m_k, o.q_k, o.m_v,
+                                                                 o.q_v, n_risk)
+                    lam_opt[a, i] = (opt.lam, opt.lam)
             for s, r in enumerate(rs):
                 rep[a, i, s], rep_train[a, i, s] = np.asarray(r.order), r.train_loss
                 rep_res[a, i, s], rep_iter[a, i, s], rep_conv[a, i, s] = r.residual, r.n_iter, r.converged
@@ -198,7 +340,22 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
         "replica_at_eigenvalue": (("activation", "alpha", "set"), rep_at,
                                   {**u, "long_name": "replicon (AT) eigenvalue; RS stable iff < 1"}),
         "lambda_opt": (("activation", "alpha", "lam_kv"), lam_opt,
-                       {**u, "long_name": "lambda of the replica and ERM columns (grid-search optimum if a grid)"}),
+                       {**u, "long_name": "lambda of the replica and ERM columns (lambda* if lam=optimal and it "
+                                          "was found, else the grid-search optimum if a grid)"}),
+        "lambda_grid_argmin": (("activation", "alpha"), lam_grid_best,
+                               {**u, "long_name": "grid lambda of lowest replica test error (eligible lambdas)"}),
+        "lambda_star": (("activation", "alpha"), lam_star,
+                        {**u, "long_name": "lambda*(alpha): zero of d(replica test error)/d lambda, implicit "
+                                           "differentiation and Brent's method (NaN unless found inside the grid)"}),
+        "lambda_star_derivative": (("activation", "alpha"), lam_star_der,
+                                   {**u, "long_name": "d(replica test error)/d lambda at lambda*"}),
+        "lambda_star_status": (("activation", "alpha"), lam_star_status.astype(str),
+                               {**u, "long_name": "root, at_grid_edge or no_bracket (empty: not searched)"}),
+        "lambda_star_evaluations": (("activation", "alpha"), lam_star_evals,
+                                    {**u, "long_name": "fixed-point solves (all sets) of the root find"}),
+        "replica_test_error_grid_derivative": (("activation", "alpha", "lam_grid"), grid_der,
+                                               {**u, "long_name": "d(replica test error)/d lambda at each grid "
+                                                                  "lambda (implicit differentiation)"}),
         "replica_test_error_grid": (("activation", "alpha", "lam_grid"), grid_test,
                                     {**u, "long_name": "replica test error (mean over sets) at each grid lambda"}),
         "replica_converged_grid": (("activation", "alpha", "lam_grid", "set"), grid_conv, u),
@@ -221,8 +378,10 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     coords = {"activation": list(activations), "alpha": alphas, "set": np.arange(n_sets), "order": list(_ORDER),
               "seed": np.arange(n_seeds), "overlap": list(_SIM), "bo_order": ["q_k", "q_v"],
               "lam_kv": ["lambda_k", "lambda_v"], "lam_grid": [p[0] for p in pairs]}
-    attrs = {"model": model, "nu": _json_nu(nu), "L": _json_L(L), "lambda_k": lam_k, "lambda_v": lam_v,
+    attrs = {"model": model, "nu": _json_nu(nu), "L": _json_L(L), "lambda_k": "optimal" if lam_optimal else lam_k,
+             "lambda_v": "optimal" if lam_optimal else lam_v,
              "sqrt_ND": sqrt_ND, "n_replica": n_replica, "lambda_grid_search": int(grid is not None),
+             "lambda_optimal": int(bool(lam_optimal)),
              "lambda_grid_rs_stable_only": int(bool(grid_rs_stable))}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

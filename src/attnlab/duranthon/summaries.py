@@ -181,6 +181,8 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                                     control_theory=float(ds.replica_test_error.sel(activation=a, alpha=wrong))
                                     if wrong else None))
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    if ds.attrs.get("lambda_optimal"):
+        checks.extend(_lambda_star_checks(ds, metrics))
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:
         metrics["max_at_eigenvalue"] = float(np.nanmax(ds.replica_at_eigenvalue.values))
@@ -222,6 +224,43 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                                 control="the reversed inequality BO <= Bayes: max(0, BO - Bayes)",
                                 control_simulation=max(0.0, gap)))
     return metrics, checks
+
+
+def _lambda_star_checks(ds: xr.Dataset, metrics: dict) -> list:
+    """lambda*(alpha) (the zero of d(replica test error)/d lambda, ``lam=optimal``) against the grid search, per
+    activation and alpha: log10 lambda* within the grid's resolution of log10 of the grid argmin, i.e. between the
+    argmin's two grid neighbours (tolerance: the log10 spacing from the argmin to its neighbour on lambda*'s side), a
+    bound that holds for any test error with one local minimum between those neighbours. The control is the grid's
+    worst lambda (highest replica test error), which must lie outside that resolution. Metrics: lambda*, the grid
+    argmin, and the test error gained over the grid, E(grid argmin) - E(lambda*) (>= 0 when lambda* is the better
+    minimum)."""
+    checks = []
+    grid = np.asarray(ds.lam_grid.values, dtype=float)
+    for a in ds.activation.values:
+        for al in ds.alpha.values:
+            p = ds.sel(activation=a, alpha=al)
+            name = f"lambda* within the grid's resolution of the grid argmin, {a}, alpha={al:g}: log10 lambda"
+            lam_s, lam_g = float(p.lambda_star), float(p.lambda_grid_argmin)
+            metrics[f"{a}_lambda_star_alpha{al:g}"] = lam_s
+            metrics[f"{a}_lambda_grid_argmin_alpha{al:g}"] = lam_g
+            status = str(p.lambda_star_status.values)
+            if status != "root" or not math.isfinite(lam_g):
+                checks.append(Check.not_evaluated(name, f"lambda* not found ({status or 'no grid argmin'})"))
+                continue
+            e_grid = p.replica_test_error_grid.values
+            metrics[f"{a}_lambda_star_gain_alpha{al:g}"] = float(p.replica_test_error_grid.sel(lam_grid=lam_g)) - \
+                float(p.replica_test_error)
+            i = int(np.argmin(np.abs(grid - lam_g)))
+            side = [j for j in (i - 1, i + 1) if 0 <= j < grid.size and (grid[j] - lam_g) * (lam_s - lam_g) >= 0]
+            gaps = [abs(math.log10(grid[j] / lam_g)) for j in side]
+            if not gaps:
+                checks.append(Check.not_evaluated(name, "lambda* beyond the grid's end", theory=math.log10(lam_s)))
+                continue
+            worst = float(grid[int(np.nanargmax(e_grid))])
+            checks.append(Check(name, math.log10(lam_s), math.log10(lam_g), min(gaps),
+                                "grid resolution: between the grid argmin's neighbours",
+                                control=f"the grid's worst lambda ({worst:g})", control_simulation=math.log10(worst)))
+    return checks
 
 
 def _mean_se(x, axis):
