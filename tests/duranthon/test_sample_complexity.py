@@ -1,8 +1,9 @@
-"""lambda*(alpha), the zero of d(replica test error)/d lambda, against grid searches of the same replica test error.
+"""Replica theory against ERM (the acceptance test of the reconstructed equations), and lambda*(alpha), the zero of
+d(replica test error)/d lambda, against grid searches of the same replica test error.
 
-Spiked-SLR nu = 5, L = 2, softmax, alpha = 8: the test error's minimum over lambda lies where every proximal problem
-is convex (lambda ~ 0.2). The frozen sets and the risk samples come from the same key in every call, so each grid
-search minimises the same deterministic function of lambda that lambda* is the minimiser of.
+lambda*: spiked-SLR nu = 5, L = 2, softmax, alpha = 8: the test error's minimum over lambda lies where every
+proximal problem is convex (lambda ~ 0.2). The frozen sets and the risk samples come from the same key in every
+call, so each grid search minimises the same deterministic function of lambda that lambda* is the minimiser of.
 """
 
 import math
@@ -11,6 +12,9 @@ import jax
 import numpy as np
 import pytest
 
+from attnlab.duranthon.activations import activation
+from attnlab.duranthon.population import overlap_risk
+from attnlab.duranthon.replica import frozen_samples, solve_replica
 from attnlab.duranthon.sample_complexity import theory_vs_simulation
 
 COARSE = (0.03, 0.1, 0.3, 1.0, 3.0)
@@ -61,3 +65,63 @@ def test_lambda_star_needs_a_grid(bad):
     with pytest.raises(ValueError, match="lam_optimal"):
         theory_vs_simulation(jax.random.key(0), "spiked", 5.0, 2, (8.0,), 1.0, 1.0, ("softmax",), lam_optimal=True,
                              **SIZES, **bad)
+
+
+def _mean_se(x):
+    x = np.asarray(x, dtype=float)
+    return x.mean(axis=0), x.std(axis=0, ddof=1) / math.sqrt(x.shape[0])
+
+
+@pytest.mark.slow
+def test_replica_overlaps_test_error_and_training_loss_match_large_erm_at_high_signal_and_regularisation():
+    """The acceptance test of the reconstructed RS equations at high signal and strong regularisation (spiked-SLR
+    nu = 5, L = 2, softmax, alpha = 4, lambda_k = lambda_v = 1; every proximal problem convex, RS stable): the
+    overlaps (m_k, q_k, m_v, q_v), the training loss per sample and the test error of the replica fixed point
+    (mean over 3 frozen sets of 2000 samples) against L-BFGS ERM from the informed start at D = 1000, N = 4000
+    (4 teachers and data sets; fresh-set test error), within 5 combined standard errors (spread over sets and over
+    seeds); ERM's cross overlaps m_kv, m_vk, q_kv within 5 SE of 0 (the manifold M).
+
+    Size: the finite-size bias of the ERM overlaps is O(1/D) (about 0.01 on m_k and 0.03 on q_v at D = 250), a few
+    thousandths at D = 1000, below one combined SE. Power: the control, the replica at half the data (alpha = 2,
+    same frozen sets), must fall outside the same tolerance on every overlap, on the training loss and on the test
+    error."""
+    model, nu, L, alpha, lam = "spiked", 5.0, 2, 4.0, 1.0
+    key = jax.random.key(0)
+    ds = theory_vs_simulation(key, model, nu, L, (alpha,), lam, lam, ("softmax",), n_replica=2000, n_sets=3,
+                              sqrt_ND=2000.0, n_seeds=4, n_test=4000, n_risk=20_000, n_bo=256)
+    p = ds.sel(activation="softmax", alpha=alpha)
+    assert (int(p.D), int(p.N)) == (1000, 4000) and bool(p.sim_converged.all()) and bool(p.replica_converged.all())
+    assert np.all(p.replica_at_eigenvalue.values < 1)
+    rep, rep_se = _mean_se(p.replica_order.values)
+    sim, sim_se = _mean_se(p.sim_overlaps.values)
+
+    # the control: the replica fixed point at alpha = 2 on the same frozen sets (those of theory_vs_simulation)
+    k_rep, _, k_risk, _ = jax.random.split(key, 4)
+    act, ctrl, ctrl_train, ctrl_test = activation("softmax"), [], [], []
+    for s in range(3):
+        fs = frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, 2000)
+        r = solve_replica(act, alpha / 2, lam, lam, fs, tuple(p.replica_order.values[s]))
+        assert r.converged
+        o = r.order
+        ctrl.append(np.asarray(o))
+        ctrl_train.append(r.train_loss)
+        ctrl_test.append(overlap_risk(jax.random.fold_in(k_risk, 0), act, model, nu, L, o.m_k, o.q_k, o.m_v, o.q_v,
+                                      20_000)[0])
+    ctrl = np.mean(ctrl, axis=0)
+
+    for name, i_rep, i_sim in (("m_k", 0, 0), ("q_k", 1, 1), ("m_v", 3, 2), ("q_v", 4, 3)):
+        tol = 5 * math.hypot(rep_se[i_rep], sim_se[i_sim])
+        assert abs(rep[i_rep] - sim[i_sim]) <= tol, (name, rep[i_rep], sim[i_sim], tol)
+        assert abs(ctrl[i_rep] - sim[i_sim]) > tol, (name, "control", ctrl[i_rep], sim[i_sim], tol)
+    for i in (4, 5, 6):  # m_kv, m_vk, q_kv: 0 on M
+        assert abs(sim[i]) <= 5 * sim_se[i], (i, sim[i], sim_se[i])
+
+    rt, rt_se = _mean_se(p.replica_train_loss.values)
+    st, st_se = _mean_se(p.sim_train_loss.values)
+    tol = 5 * math.hypot(rt_se, st_se)
+    assert abs(rt - st) <= tol and abs(np.mean(ctrl_train) - st) > tol, (rt, st, tol, np.mean(ctrl_train))
+
+    te, te_se = float(p.replica_test_error), float(p.replica_test_error_se)
+    se_, se_se = _mean_se(p.sim_test_error.values)
+    tol = 5 * math.hypot(te_se, se_se)
+    assert abs(te - se_) <= tol and abs(np.mean(ctrl_test) - se_) > tol, (te, se_, tol, np.mean(ctrl_test))
