@@ -27,8 +27,10 @@ re-exported here.
 
 from __future__ import annotations
 
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
@@ -103,6 +105,7 @@ def noise_token_constant(lam, L):
     return (L - 1) * zeta(0.0, lam)
 
 
+@jax.jit
 def population_excess_risk(o: Overlaps, lam, gamma, d, L):
     """``E[(T_lambda - y)^2] - eps^2 = R + (L-1) zeta(0, lambda)``: the "excess risk" the paper's figures plot
     (Theorem 1 plus the noise-token constant)."""
@@ -133,12 +136,12 @@ def linear_baseline_risk(gamma, L, eps=0.0):
     return eps**2 + gamma**2 - gamma**4 / (gamma**2 + L - 1)
 
 
+@functools.partial(jax.jit, static_argnames="n_grid")
 def spurious_point(lam, gamma, d, L, n_grid: int = 4001):
     """The spurious stationary point of PGD from the sphere at scale lambda: ``k = v*`` (kappa = nu = rho = 0,
     eta = 1) with the best theta = v.k* (found on a grid of [-1, 1], then one Newton step), which imitates y
     through the near-linear part of erf. Returns ``(overlaps, excess_risk)``; the risk is below the oracle's for
     lambda below about 0.09 at d = 400, L = 10, gamma = sqrt(1/2), and above it beyond."""
-    import jax
 
     def risk(theta):
         z = jnp.zeros_like(theta)
