@@ -359,3 +359,22 @@ _preset("marion-sgd", "Fig. 5 [I]",
          "n_steps": 200_000, "log_every": 500, "batch_size": 5, "eps": 0.1, "n_test": 1000, "highlight": (0, 1)},
         {"n_repeats": 8, "n_steps": 40_000, "step_size": 5e-3, "schedule_rate": 5e-4, "log_every": 1000,
          "n_mc": 4000})
+
+
+# The two-head toy model of App. E.3 (modules multihead, multihead_preset, multihead_figures). Quick size: 10 runs on
+# the notebook's schedule in flow time (step size and rate doubled, cap halved, 20 000 updates): under the notebook's
+# shared noise heads specialise or collapse; under independent noises the doubled step's noise leaves the keys
+# unaligned while the values specialise.
+from attnlab.marion import multihead_figures as _toy_figures  # noqa: E402
+from attnlab.marion import multihead_preset as _toy  # noqa: E402
+
+register(Preset(
+    name="marion-toy-multihead", paper="marion", citation=CITATION, figure="App. E.3 (toy model; figure number unknown)",
+    description="Two erf heads, two signal tokens, projected SGD (batch 5, step 1e-3, 100k updates, lambda from 2 "
+                "frozen at 1/3 after 25k), 20 runs: specialised, collapsed, mixed and failed heads under the "
+                "notebook's shared signal noise and the corrected independent noises, on the same draws.",
+    config_cls=_toy.ToyMultiheadConfig, run=_toy.run, summarize=_toy.summarize, plot=_toy_figures.plot,
+    defaults={},
+    quick={"n_repeats": 10, "step_size": 2e-3, "n_steps": 20_000, "schedule_rate": 4e-4, "schedule_cap": 12_500,
+           "log_every": 400, "n_mc": 500, "n_onestep": 1000},
+    finding=_toy.finding))
