@@ -4,8 +4,11 @@
 * :mod:`attnlab.marion.predictors` -- erf attention ``T_lambda``, the oracle, the best linear predictor, the Bayes predictor;
 * :mod:`attnlab.marion.dynamics` -- projected GD on the sphere (vector and exact 5-overlap recursion), online SGD;
 * :mod:`attnlab.marion.montecarlo` -- Monte Carlo risks in R^d (excess, Bayes, linear baseline);
-* :mod:`attnlab.marion.presets` -- the five official configurations as presets;
-* :mod:`attnlab.marion.figures` -- the presets' figure.
+* :mod:`attnlab.marion.presets` -- the five official configurations as presets, and ``marion-toy-multihead``;
+* :mod:`attnlab.marion.figures` -- the presets' figure;
+* :mod:`attnlab.marion.multihead` -- two erf heads on two signal tokens (App. E.3): closed-form risk from the Gram
+  matrix, the exact reduced SGD chain, classes of runs; :mod:`attnlab.marion.multihead_preset` and
+  :mod:`attnlab.marion.multihead_figures` -- its preset and figure.
 
 The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`).
 """

@@ -2,7 +2,8 @@ r"""Two erf-attention heads on two-direction single-location regression: the toy
 Boyer, "Attention layers provably solve single-location regression" (ICLR 2025), App. E.3 (the multi-head
 experiment), in closed form and as an exact reduced Markov chain.
 
-**Model** (App. E.3; one head is the paper's eq. (2)). ``H`` heads with parameters ``k_h, v_h`` on the unit sphere::
+**Model** (App. E.3; one head is the erf attention of the main text). ``H`` heads with parameters ``k_h, v_h`` on the
+unit sphere::
 
     T_lambda(X) = sum_{h=1..H} sum_{l=1..L} erf(lambda X_l . k_h) (X_l . v_h)
 
@@ -56,8 +57,9 @@ only the Gram matrix of the ``2H`` gradient components there: ``g_u^perp = sum_s
 one shared ``z``), so that Gram is Wishart_{2H}(d - n, Sigma), ``Sigma = sum_src sigma_src^2 c_src c_src^T``, drawn
 as ``(C B)(C B)^T`` with ``C`` the Cholesky factor of Sigma and ``B`` the Bartlett factor. The new Gram entries are
 ``u~ . t = a_u u . t - alpha g_u . t`` and ``u~ . w~ = a_u a_w u . w - alpha a_u u . g_w - alpha a_w g_u . w
-+ alpha^2 g_u . g_w`` (``a_u = 1 + alpha u . g_u``), normalised. The cost of an update does not grow with d. The
-full-vector step in R^d (:func:`sgd_step_full`) is the reference it is tested against (same law of one update).
++ alpha^2 g_u . g_w`` (``a_u = 1 + alpha u . g_u``), normalised. An update costs O(B L n) draws and operations, plus
+the ``d - n`` uniforms of the Bartlett factor's chi-square draws, instead of O(B L d). The full-vector step in R^d
+(:func:`sgd_step_full`) is the reference it is tested against (the same law of one update, and of many).
 
 **Head classes** (:func:`classify`). A head is *assigned* to direction j when ``|k_h . k*_j| >= threshold`` and
 ``>= dominance`` times its alignment with every other direction. A run is *specialised* when all heads are assigned to
@@ -103,6 +105,9 @@ __all__ = [
     "match_swap",
     "matched",
     "classify",
+    "ToyParams",
+    "run_reduced",
+    "risks_along",
 ]
 
 CLASSES = ("specialised", "collapsed", "mixed", "failed")

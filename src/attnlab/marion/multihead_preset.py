@@ -51,8 +51,9 @@ notebook's printed table splits into 5 specialised, 10 collapsed, 1 mixed and 4 
   control: the closed form at the first log;
 * the frozen erf scale: lambda at the last log against ``lambda0 / (1 + rate cap)``; control: Part A's uncapped
   schedule ``lambda0 / (1 + 1e-4 t)``;
-* (``paired``) shared noise makes each aligned head's value vector read ``v*_1 + v*_2``: the mean over the shared
-  law's assigned heads of ``nu_own - nu_other`` is 0; control: the same under independent noises;
+* (``paired``) shared noise makes every head's value vector read ``v*_1 + v*_2``: the mean over the shared law's
+  heads of ``|nu_own| - |nu_other|`` (own: the direction of the head's larger ``|kappa|``) is 0; control: the same
+  under independent noises, on the same draws;
 * (the notebook's sizes and a shared-noise arm) the notebook's printed final ``kappa`` table: the mean aligned
   ``kappa`` of collapsed and of specialised runs against the table's, 5 SE of the difference of the two means;
   control: the classification of a deliberately permuted run (head 2's directions swapped, which turns specialised
@@ -62,6 +63,7 @@ notebook's printed table splits into 5 specialised, 10 collapsed, 1 mixed and 4 
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Literal
 
 import jax
@@ -165,6 +167,29 @@ class ToyMultiheadConfig(ExperimentConfig):
                    for k, v in NOTEBOOK_SETTINGS.items())
 
 
+@partial(jax.jit, static_argnames=("d", "L", "n_test"))
+def _initial_all(run_keys, d: int, L: int, n_test: int):
+    return jax.vmap(lambda k: _initial(k, d, L, n_test))(run_keys)
+
+
+@partial(jax.jit, static_argnames=("d", "L", "n"))
+def _mc_final(keys, grams, shared, lam, gamma, eps, d: int, L: int, n: int):
+    """Monte Carlo risks in R^d of the flat final states ``grams`` (one key and law each), one state at a time."""
+
+    def one(x):
+        k, gram, sh = x
+        return mh.mc_excess_risk(k, gram, lam, gamma, eps, d, L, n, sh, J, H)
+
+    return jax.lax.map(one, (keys, grams, shared))
+
+
+@partial(jax.jit, static_argnames=("d", "L"))
+def _closed_form_other_law(grams, shared, lam, gamma, d: int, L: int):
+    """The closed form of each flat state under the other signal-noise law (the Monte Carlo check's control)."""
+    return jax.vmap(lambda g, s: mh.population_excess_risk(g, lam, gamma, d, L, J, H, jnp.where(s, 0.0, 1.0)))(
+        grams, shared)
+
+
 def _initial(run_key, d: int, L: int, n_test: int):
     """One run: the notebook's key tree (SGD stream, initialisation, teachers, test set), the initial Gram matrix and
     the test set's standard normals in the frame."""
@@ -238,7 +263,7 @@ def run(cfg: ToyMultiheadConfig, key, progress=None) -> xr.Dataset:
     shared = jnp.asarray([law == "shared" for law in laws])
     run_keys = jax.random.split(key, cfg.n_repeats)
     k_mc, k_one = jax.random.split(jax.random.fold_in(key, 2**31 - 1))
-    k_sgd, gram0, tests = jax.jit(jax.vmap(lambda k: _initial(k, cfg.d, cfg.L, cfg.n_test)))(run_keys)
+    k_sgd, gram0, tests = _initial_all(run_keys, cfg.d, cfg.L, cfg.n_test)
     gram0 = jnp.broadcast_to(gram0, (len(laws), *gram0.shape))
     steps, grams = mh.run_reduced(gram0, k_sgd, shared, cfg.params(), d=cfg.d, L=cfg.L, batch_size=cfg.batch_size,
                                   n_steps=cfg.n_steps, log_every=cfg.log_every,
@@ -252,17 +277,12 @@ def run(cfg: ToyMultiheadConfig, key, progress=None) -> xr.Dataset:
 
     final = grams[-1]  # (law, run, n, n)
 
-    def mc_one(x):
-        k, gram, sh = x
-        return mh.mc_excess_risk(k, gram, lam[-1], cfg.gamma, cfg.eps, cfg.d, cfg.L, cfg.n_mc, sh, J, H)
-
     n_arms = len(laws)
     flat = final.reshape(-1, N_VEC, N_VEC)
     sh_flat = jnp.repeat(shared, cfg.n_repeats)
-    mc, mc_se = jax.jit(lambda ks, g, s: jax.lax.map(mc_one, (ks, g, s)))(
-        jax.random.split(k_mc, flat.shape[0]), flat, sh_flat)
-    other = jax.jit(jax.vmap(lambda g, s: mh.population_excess_risk(g, lam[-1], cfg.gamma, cfg.d, cfg.L, J, H,
-                                                                     jnp.where(s, 0.0, 1.0))))(flat, sh_flat)
+    mc, mc_se = _mc_final(jax.random.split(k_mc, flat.shape[0]), flat, sh_flat, lam[-1], cfg.gamma, cfg.eps, cfg.d,
+                          cfg.L, cfg.n_mc)
+    other = _closed_form_other_law(flat, sh_flat, lam[-1], cfg.gamma, cfg.d, cfg.L)
     primary = laws.index("shared" if cfg.shared_signal_noise else "independent")
     one = _onestep_jit(k_one, final[primary, 0], float(lam[-1]), cfg, bool(cfg.shared_signal_noise))
     one = [float(x) for x in one]
