@@ -239,6 +239,13 @@ def test_logging_offsets():
     assert not np.allclose(g_nb[1], g_al[1])
 
 
+def test_the_notebook_matched_curves_end_at_0353_and_0341():
+    """The notebook's head-1 rule on its printed table: the matched curves' final means (mean and median)."""
+    m = mh.matched(NOTEBOOK_KAPPA, mh.match_swap(NOTEBOOK_KAPPA, "head1"))
+    assert np.round(m.mean(0), 3).tolist() == [0.353, 0.341]
+    assert np.round(np.median(m, 0), 3).tolist() == [0.417, 0.444]
+
+
 def test_matching_rules():
     """head1 (the notebook) looks at head 1 only; best takes the better of the two assignments."""
     k = np.array([[[0.5, 0.4], [0.9, 0.1]]])
