@@ -91,3 +91,17 @@ def _native(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     return value
+
+
+def preset_problems(preset, ds, config) -> list[str]:
+    """:func:`dataset_problems` of a preset's dataset as :func:`attnlab.api.execute` stores it (with the preset and
+    its citation; an empty config stands for the resolved one) and :func:`figure_problems` of every figure drawn
+    from it."""
+    import matplotlib.pyplot as plt
+
+    ds.attrs.update(preset=preset.name, citation=preset.citation, config={})  # added by attnlab.api.execute
+    problems = dataset_problems(ds)
+    figures = preset.plot(ds, config)
+    problems += [q for name, fig in figures.items() for q in figure_problems(fig, name)]
+    plt.close("all")
+    return problems

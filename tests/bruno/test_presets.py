@@ -70,17 +70,12 @@ def test_alignment_check_rejects_frozen_tokens_and_half_the_time(quick_run):
 def test_data_and_figure_conventions(name, over):
     """Every dimension has a coordinate with units and long_name, the attributes are JSON values (the value matrices
     as nested lists, the merges as records), and the figures label every panel, the 3-D ones with a colour bar."""
-    import matplotlib.pyplot as plt
 
-    from conventions import dataset_problems, figure_problems
+    from conventions import preset_problems
 
     p, cfg = _cfg(name, **over)
     ds = p.run(cfg, jax.random.key(3))
     assert isinstance(ds.attrs["V_rows"], list) and isinstance(ds.attrs["merges"], list)
     assert all(set(m) == {"time", "clusters_before", "clusters_after"} for m in ds.attrs["merges"])
-    ds.attrs.update(preset=name, citation=p.citation, config={})  # added by attnlab.api.execute
-    assert not dataset_problems(ds)
-    figures = p.plot(ds, cfg)
-    problems = [q for fig_name, fig in figures.items() for q in figure_problems(fig, fig_name)]
-    plt.close("all")
+    problems = preset_problems(p, ds, cfg)
     assert not problems, problems

@@ -1,7 +1,6 @@
 """The Sakai presets at tiny sizes: every check passes, the same key gives the same dataset, the config validates."""
 
 import jax
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -109,7 +108,7 @@ def test_swept_quantity_is_the_dimension(name, dims):
     """The finite-width results lie on their swept quantities, (heads, width) at full rank and heads at low rank
     (where the width n = H n_H is a coordinate along the heads), not on an index of configurations; the figures keep
     the conventions (mathtext labels, labelled axes)."""
-    from conventions import dataset_problems, figure_problems
+    from conventions import preset_problems
 
     p = all_presets()[name]
     cfg = resolve_config(p, quick=True, overrides=TINY)
@@ -121,9 +120,5 @@ def test_swept_quantity_is_the_dimension(name, dims):
         assert ds.width.dims == ("heads",) and list(ds.width.values) == [64, 256, 1024]
     else:
         assert list(ds.width.values) == list(cfg.width)
-    ds.attrs.update(preset=name, citation=p.citation, config={})  # added by attnlab.api.execute
-    assert not dataset_problems(ds)
-    figures = p.plot(ds, cfg)
-    problems = [q for fig_name, fig in figures.items() for q in figure_problems(fig, fig_name)]
-    plt.close("all")
+    problems = preset_problems(p, ds, cfg)
     assert not problems, problems
