@@ -55,7 +55,9 @@ def main() -> None:
     args = ap.parse_args()
     block = table(args.quick, args.full)
     if args.machine:
-        block = f"Run times on {args.machine}, compilation included.\n\n{block}"
+        block = (f"Run times on {args.machine}: quick from `make demo`, full from `attnlab reproduce`, each "
+                 "preset's wall time as one of 2 Dask workers, compilation included (with the compile cache earlier "
+                 f"runs left).\n\n{block}")
     text = args.readme.read_text()
     new = re.sub(r"<!-- presets -->.*?<!-- /presets -->", f"<!-- presets -->\n{block}\n<!-- /presets -->", text,
                  flags=re.S)
