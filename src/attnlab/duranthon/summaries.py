@@ -319,9 +319,16 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                         gaps.append(abs(gap))
                         tol = 5 * math.hypot(te_se, float(st_se[0]))
                         if float(lam) == lam_max and br == "informed":
-                            lam_w = float(ds.lam.values[1]) if float(ds.lam.values[0]) == lam_max else lam_max
-                            te_w = float(np.nanmean(ds.replica_test_error.sel(alpha=al, lam=lam_w, jacobian=jac,
-                                                                              branch=br).values))
+                            # control: the replica at the lambda of the path farthest from lambda_max (in log
+                            # lambda) where it has a test error; the next lambda on the path can lie within the
+                            # ERM's 5 SE at full size
+                            lam_w, te_w = lam_max, float("nan")
+                            for cand in sorted((float(x) for x in ds.lam.values if float(x) != lam_max),
+                                               key=lambda x: -abs(math.log(x / lam_max))):
+                                te_c = ds.replica_test_error.sel(alpha=al, lam=cand, jacobian=jac, branch=br).values
+                                if np.isfinite(te_c).any():
+                                    lam_w, te_w = cand, float(np.nanmean(te_c))
+                                    break
                             checks.append(Check(f"replica ({jac} V_hat) vs informed ERM test error, control "
                                                 f"lambda={lam:g}, alpha={al:g}", float(te), float(st[0]), tol,
                                                 f"5 SE ({ds.sizes['seed']} ERM seeds, {ds.sizes['set']} sets)",
