@@ -15,7 +15,7 @@ import xarray as xr
 from attnlab.app.cli import main
 from attnlab.registry import all_presets
 
-TINY = ["--set", "n_steps=400", "--set", "log_every=100", "--set", "n_repeats=2", "--set", "n_mc=200"]
+from .common import TINY
 
 
 def test_list_shows_every_preset(capsys):

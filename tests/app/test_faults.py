@@ -17,15 +17,7 @@ from attnlab.app.resources import estimate
 from attnlab.app.store import RunResult
 from attnlab.registry import Check, all_presets, resolve_config
 
-TINY = ["--set", "n_steps=400", "--set", "log_every=100", "--set", "n_repeats=2", "--set", "n_mc=200"]
-
-
-def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert "Traceback" not in err, err
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    return lines[0]
+from .common import TINY, one_error_line
 
 
 @pytest.fixture
@@ -55,7 +47,7 @@ def test_force_never_replaces_a_directory_that_is_not_a_run(tmp_path, monkeypatc
     for out in ("mine", "half"):
         argv = ["run", "marion-manifold", "--quick", "--out", out, *TINY] + (["--force"] if force else [])
         assert main(argv) == 2
-        line = _one_error_line(capsys)
+        line = one_error_line(capsys)
         assert "not a finished attnlab run" in line and "--force" not in line, line
     assert _tree(tmp_path) == before
 
@@ -67,14 +59,14 @@ def test_a_finished_run_of_another_config_needs_force(tmp_path, monkeypatch, cap
     (run / "config.json").write_text(json.dumps({"config_hash": "0123456789"}))
     (run / "summary.json").write_text("{}")
     assert main(["run", "marion-manifold", "--quick", "--out", "old", *TINY]) == 2
-    assert "use --force to replace it" in _one_error_line(capsys)
+    assert "use --force to replace it" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize("seed", ["9223372036854775808", "18446744073709551616", str(10**40)])
 def test_seed_beyond_64_bits_is_one_line(tmp_path, monkeypatch, capsys, seed):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "marion-manifold", "--quick", "--seed", seed, *TINY]) == 2
-    assert "seed" in _one_error_line(capsys)
+    assert "seed" in one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -83,7 +75,7 @@ def test_out_the_current_directory_is_refused_before_running(tmp_path, monkeypat
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path)
     assert main(["run", "marion-manifold", "--quick", "--out", out, *TINY]) == 2
-    assert "current directory" in _one_error_line(capsys)
+    assert "current directory" in one_error_line(capsys)
     assert [p.name for p in tmp_path.iterdir()] == ["sub"]
 
 
@@ -92,23 +84,23 @@ def test_out_an_existing_file_is_one_line(tmp_path, monkeypatch, capsys, command
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a-file").write_text("x")
     assert main([*command, "--quick", "--out", "a-file"]) == 2
-    assert "not a directory" in _one_error_line(capsys)
+    assert "not a directory" in one_error_line(capsys)
     assert _tree(tmp_path) == {"a-file": "x"}
 
 
 def test_a_config_too_large_for_memory_is_refused_with_the_estimate(tmp_path, monkeypatch, capsys, no_simulation):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "marion-manifold", "--quick", "--set", "d=1000000000"]) == 2
-    line = _one_error_line(capsys)
+    line = one_error_line(capsys)
     # the estimate in binary units (TiB or more: the marion quick sizes set the other dimensions)
     assert "memory" in line and re.search(r"needs about [\d.]+ [TPE]iB", line), line
     assert list(tmp_path.iterdir()) == []
     # sweeps and reproduce check every task's config before starting Dask
     assert main(["sweep", "marion-manifold", "--quick", "--grid", "d=10,1000000000"]) == 2
-    assert "needs about" in _one_error_line(capsys)
+    assert "needs about" in one_error_line(capsys)
     monkeypatch.setattr("attnlab.app.resources.available_bytes", lambda: 1000.0)
     assert main(["reproduce", "marion", "--quick"]) == 2
-    assert "needs about" in _one_error_line(capsys)
+    assert "needs about" in one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -128,7 +120,7 @@ def test_every_preset_has_a_memory_estimate_that_fits_a_laptop():
 def test_non_finite_and_boolean_numbers_are_invalid(tmp_path, monkeypatch, capsys, no_simulation, value, fragment):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "marion-manifold", "--quick", "--set", f"step_size={value}", *TINY]) == 2
-    line = _one_error_line(capsys)
+    line = one_error_line(capsys)
     assert "'step_size'" in line and fragment in line, line
     assert list(tmp_path.iterdir()) == []
 
@@ -137,7 +129,7 @@ def test_non_finite_and_boolean_numbers_are_invalid(tmp_path, monkeypatch, capsy
 def test_booleans_are_not_integers(tmp_path, monkeypatch, capsys, no_simulation, value):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "marion-manifold", "--quick", "--set", f"n_steps={value}"]) == 2
-    assert "'n_steps'" in _one_error_line(capsys)
+    assert "'n_steps'" in one_error_line(capsys)
 
 
 def test_a_run_whose_results_overflow_is_not_committed(tmp_path, monkeypatch, capsys):

@@ -14,16 +14,9 @@ from attnlab.app.cli import app, main
 from attnlab.errors import AttnlabError
 from attnlab.registry import all_presets, resolve_config
 
-TINY = ["--set", "n_steps=400", "--set", "log_every=100", "--set", "n_repeats=2", "--set", "n_mc=200"]
+from .common import TINY, one_error_line
+
 COMMANDS = ["list", "show", "run", "reproduce", "sweep", "runs", "plot"]
-
-
-def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert "Traceback" not in err, err
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    return lines[0]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -116,7 +109,7 @@ def test_type_text():
 
 def test_show_unknown_preset_is_one_line_exit_2(capsys):
     assert main(["show", "no-such-preset"]) == 2
-    assert "unknown preset" in _one_error_line(capsys)
+    assert "unknown preset" in one_error_line(capsys)
 
 
 # --- a finished run to list and redraw --------------------------------------------------------------------------
@@ -179,13 +172,13 @@ def test_runs_lists_every_finished_run_once(tmp_path, monkeypatch, capsys, finis
 def test_runs_default_folder_empty_and_missing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["runs"]) == 2  # results/ does not exist
-    assert "no such folder: results" in _one_error_line(capsys)
+    assert "no such folder: results" in one_error_line(capsys)
     (tmp_path / "results").mkdir()
     assert main(["runs"]) == 0
     assert "no finished runs under results" in capsys.readouterr().out
     (tmp_path / "file").write_text("x")
     assert main(["runs", "file"]) == 2
-    assert "not a folder" in _one_error_line(capsys)
+    assert "not a folder" in one_error_line(capsys)
 
 
 # --- attnlab plot -----------------------------------------------------------------------------------------------
@@ -225,7 +218,7 @@ def test_plot_failure_leaves_the_old_figures_and_no_temporary(tmp_path, monkeypa
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_fail)
     assert main(["plot", str(run_dir)]) == 2
-    assert "No space left on device" in _one_error_line(capsys)
+    assert "No space left on device" in one_error_line(capsys)
     after = _tree(run_dir)
     assert set(after) == set(before)  # no temporary file left
     assert after["marion-manifold-panels.pdf"] == before["marion-manifold-panels.pdf"]
@@ -242,7 +235,7 @@ def test_plot_refuses_what_is_not_a_finished_run(tmp_path, monkeypatch, capsys):
     for target, fragment in (("mine", "not a finished attnlab run"), ("half", "not a finished attnlab run"),
                              ("nowhere", "no such run directory")):
         assert main(["plot", target]) == 2
-        assert fragment in _one_error_line(capsys)
+        assert fragment in one_error_line(capsys)
     assert _tree(tmp_path) == before
 
 
