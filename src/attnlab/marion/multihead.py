@@ -78,6 +78,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf
 
+from attnlab.marion.dynamics import _segment_count
 from attnlab.marion.risk import erf_prime
 
 __all__ = [
@@ -564,9 +565,7 @@ def run_reduced(gram0, run_keys, shared, p: ToyParams, *, d: int, L: int, batch_
     if n_steps % log_every:
         raise ValueError(f"log_every ({log_every}) must divide n_steps ({n_steps})")
     n_blocks = n_steps // log_every
-    n_seg = max(1, min(n_segments, n_blocks))
-    while n_blocks % n_seg:
-        n_seg -= 1
+    n_seg = _segment_count(n_blocks, n_segments)
     per_seg = n_blocks // n_seg
     offset = 1 if notebook_logging else 0
     pt = jax.tree.map(jnp.asarray, p)
