@@ -1,7 +1,8 @@
 """Figures of the Duranthon et al. presets: the optimised population risk against nu and L (Fig. 1), the activation
-comparison at fixed and variable L (Fig. 2 / Cor. 4.4), test error and overlaps against alpha (Fig. 3), and the
-low-SNR diagnostics along lambda. Theory (Bayes risk, closed forms, replica fixed points) in broken lines over the
-simulations (Monte Carlo optimisation, L-BFGS ERM) as markers, on the same axes."""
+comparison at fixed and variable L (Fig. 2 / Cor. 4.4), test error and overlaps against alpha (Fig. 3), the
+low-SNR diagnostics along lambda, and the minima plain gradient methods reach (App. A.2). Theory (Bayes risk, closed
+forms, replica fixed points) in broken lines over the simulations (Monte Carlo optimisation, L-BFGS ERM) as markers,
+on the same axes."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator, ScalarFormatter
 
 from attnlab.duranthon.summaries import _mean_se
-from attnlab.plot import SIMULATION, THEORY, panels, paper_figure
+from attnlab.plot import LABELS, SIMULATION, THEORY, panels, paper_figure
 
 if TYPE_CHECKING:
     from attnlab.duranthon.presets import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
 
-__all__ = ["ACTIVATION_LABELS", "plot_population", "plot_activations", "plot_sample_complexity", "plot_low_snr"]
+__all__ = ["ACTIVATION_LABELS", "plot_population", "plot_activations", "plot_sample_complexity", "plot_low_snr",
+           "plot_gd_landscape"]
 
 ACTIVATION_LABELS = {"softmax": "softmax", "linear": r"linear $1+\chi_\ell$",
                      "centred_linear": r"centred linear $(1+\chi_\ell-\bar\chi)/L$",
@@ -296,4 +298,83 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         fig.legend(handles=handles, loc="outside lower center", ncol=3)
         fig.suptitle(f"low SNR: {_setting_title(ds)}, $\\alpha={al:g}$, {ds.attrs['activation']} attention")
         figs[f"low_snr_alpha{al:g}"] = fig
+    return figs
+
+
+CLASS_COLORS = {"informed": "C0", "lower": "C2", "higher": "C3", "unconverged": "0.6"}
+CLASS_LABELS = {"informed": "informed minimum", "lower": "lower minimum", "higher": "higher minimum",
+                "unconverged": "unconverged"}
+
+
+def _point_title(ds, p) -> str:
+    return (rf"$\alpha={float(ds.alpha[p]):g}$, $\nu={float(ds.nu[p]):g}$, "
+            rf"$\lambda={float(ds.lam[p]):g}$")
+
+
+@paper_figure
+def plot_gd_landscape(ds: xr.Dataset, cfg):
+    """The GD landscape (App. A.2): per point, the end points of GD from random starts in the overlap plane
+    (m_k, m_v) coloured by the minimum they reach, the replica fixed point (star); then the fractions of runs per
+    class for GD and SGD, the test errors of every end point against the replica prediction, and the cross overlaps
+    along GD from a start on M against those from random starts."""
+    from attnlab.duranthon.landscape import MINIMUM_CLASSES
+
+    P = ds.sizes["point"]
+    figs = {}
+    fig, axes = panels(P, 1, width=2.8, height=2.6)
+    for p, ax in enumerate(axes):
+        end = ds.end_overlaps.isel(point=p).sel(algorithm="gd")
+        cls = ds.end_class.isel(point=p).sel(algorithm="gd").values
+        for i, name in enumerate(MINIMUM_CLASSES):
+            sel = cls == i
+            if sel.any():
+                ax.plot(end.sel(overlap="m_k").values[sel], end.sel(overlap="m_v").values[sel], "o", ms=3.5,
+                        alpha=0.7, color=CLASS_COLORS[name], label=CLASS_LABELS[name])
+        o = ds.replica_order.isel(point=p)
+        ax.plot([float(o.sel(order="m_k"))], [float(o.sel(order="m_v"))], "*", ms=11, color="black",
+                label=f"replica (replicon {float(ds.replica_at[p]):.2f})")
+        ax.set(xlabel=r"$m_k=k\cdot k^*/D$", ylabel=r"$m_v=v\cdot v^*/D$", title=_point_title(ds, p))
+        ax.legend(fontsize=6.5)
+    fig.suptitle("end points of full-batch GD from random starts, by the minimum reached")
+    figs["minima"] = fig
+
+    fig, axes = panels(3, 1, width=3.1, height=2.7)
+    x = np.arange(P)
+    ticks = [rf"$\lambda={float(v):g}$" for v in ds.lam.values]
+    ax = axes[0]
+    for a, algorithm in enumerate(("gd", "sgd")):
+        bottom = np.zeros(P)
+        for i, name in enumerate(MINIMUM_CLASSES):
+            f = np.array([np.mean(ds.end_class.isel(point=p).sel(algorithm=algorithm).values == i) for p in range(P)])
+            ax.bar(x + (a - 0.5) * 0.38, f, 0.36, bottom=bottom, color=CLASS_COLORS[name],
+                   hatch="//" if algorithm == "sgd" else None, label=CLASS_LABELS[name] if a == 0 else None)
+            bottom += f
+    ax.set(xticks=x, xticklabels=ticks, ylabel="fraction of runs", xlabel="point (left bar GD, hatched SGD)")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=4)
+    ax = axes[1]
+    rng = np.random.default_rng(0)
+    for p in range(P):
+        err = ds.end_test_error.isel(point=p).sel(algorithm="gd").values.ravel()
+        cls = ds.end_class.isel(point=p).sel(algorithm="gd").values.ravel()
+        for i, name in enumerate(MINIMUM_CLASSES):
+            sel = cls == i
+            ax.plot(p + 0.25 * rng.uniform(-1, 1, sel.sum()), err[sel], "o", ms=2.5, alpha=0.6,
+                    color=CLASS_COLORS[name])
+        ax.plot([p - 0.35, p + 0.35], [float(ds.replica_test_error[p])] * 2, **THEORY,
+                label="replica" if p == 0 else None)
+    ax.set(xticks=x, xticklabels=ticks, ylabel=TEST_ERROR, xlabel="point", title="test errors of GD end points")
+    ax.legend(fontsize=6.5)
+    ax = axes[2]
+    t = ds.time.values
+    cross = ["m_kv", "m_vk", "q_kv"]
+    for p in range(P):
+        on_m = np.abs(ds.on_m_overlaps.isel(point=p).sel(overlap=cross)).max("overlap").mean("set")
+        rand = np.abs(ds.gd_overlaps.isel(point=p).sel(overlap=cross)).max("overlap").mean(("set", "start"))
+        line, = ax.plot(t, on_m, label=rf"from M, $\lambda={float(ds.lam[p]):g}$")
+        ax.plot(t, rand, ":", color=line.get_color())
+    ax.set(xlabel=LABELS["time"], ylabel=r"largest $|$cross overlap$|$", title="GD from M (solid), random (dotted)",
+           xscale="symlog")
+    ax.legend(fontsize=6.5)
+    fig.suptitle(rf"plain gradient methods on the empirical risk, $D={cfg.D}$")
+    figs["fractions"] = fig
     return figs

@@ -441,3 +441,22 @@ register(Preset(
     quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 6, "n_test": 10_000, "n_risk": 5000,
            "max_iter": 100},
 ))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# duranthon-gd-landscape: which minima plain GD and SGD reach (App. A.2.2, A.2.6); module landscape_preset
+# --------------------------------------------------------------------------------------------------------------------
+
+from attnlab.duranthon import landscape_preset as _landscape  # noqa: E402
+from attnlab.duranthon.figures import plot_gd_landscape  # noqa: E402
+
+register(Preset(
+    name="duranthon-gd-landscape", paper=PAPER, citation=CITATION, figure="App. A.2.2 / A.2.6 (GD landscape)",
+    description="Full-batch GD and minibatch SGD on the empirical risk of softmax attention from many random starts "
+                "at a few (alpha, nu, lambda): the minima reached, classified against the informed (replica) "
+                "minimum, their test errors against the replica prediction, and M's invariance under the flow.",
+    config_cls=_landscape.LandscapeConfig, run=_landscape.run, summarize=_landscape.summarize,
+    plot=plot_gd_landscape, defaults={}, finding=_landscape.finding,
+    quick={"D": 60, "n_sets": 3, "n_starts": 12, "n_steps": 3000, "sgd_steps": 2000, "n_logs": 30, "n_fresh": 5000,
+           "n_replica": 500, "n_risk": 10_000},
+))
