@@ -8,6 +8,8 @@ Modules:
 * :mod:`attnlab.duranthon.data` -- spiked-SLR and max-SLR samplers (fixed or random length), the teacher pair;
 * :mod:`attnlab.duranthon.population` -- population risks (alpha = infinity): risk on M, Bayes risk, linear closed forms;
 * :mod:`attnlab.duranthon.erm` -- L-BFGS empirical risk minimisation, its overlaps and test error;
+* :mod:`attnlab.duranthon.landscape` -- full-batch GD and minibatch SGD on the empirical risk, the minima they reach,
+  M's invariance (App. A.2); :mod:`attnlab.duranthon.landscape_preset` -- its preset;
 * :mod:`attnlab.duranthon.replica` -- the replica-symmetric fixed point of ERM and the Bayes-optimal state evolution;
 * :mod:`attnlab.duranthon.sample_complexity` -- theory against simulation along alpha and along lambda;
 * :mod:`attnlab.duranthon.presets` -- the presets' configs, runs and registration;
