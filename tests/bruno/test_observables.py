@@ -55,3 +55,25 @@ def test_track_modes(key):
     modes = track_modes([two, one], np.stack([a, b]), beta)
     assert np.arccos(np.clip(modes[0, 0] @ modes[0, 1], -1, 1)) == pytest.approx(1.0, abs=0.02)
     assert np.arccos(np.clip(modes[1, 0] @ modes[1, 1], -1, 1)) < 1e-6
+
+
+def test_fourier_chi2_is_chi2_under_multinomial_draws():
+    """Multinomial histograms from p: the statistic's mean is k (5 SE over 400 draws); with a known shift it is the
+    noncentral chi^2 mean k + lambda; drawn from another law it is far above."""
+    from attnlab.bruno.observables import fourier_chi2
+
+    rng = np.random.default_rng(0)
+    bins, n = 48, 5000
+    centres = (np.arange(bins) + 0.5) * 2 * np.pi / bins
+    p = np.exp(np.cos(centres - 1.0))
+    p /= p.sum()
+    q = np.exp(0.9 * np.cos(centres - 1.05))
+    q /= q.sum()
+    draws = rng.multinomial(n, p, size=400) / n
+    stats = np.array([fourier_chi2(h, p, centres, n)[0] for h in draws])
+    k = fourier_chi2(draws[0], p, centres, n)[1]
+    assert abs(stats.mean() - k) <= 5 * stats.std(ddof=1) / np.sqrt(stats.size)
+    shifted = np.array([fourier_chi2(h, q, centres, n, shift=p - q) for h in draws])
+    lam = shifted[0, 2]
+    assert lam > 5 and abs(shifted[:, 0].mean() - (k + lam)) <= 5 * shifted[:, 0].std(ddof=1) / np.sqrt(400)
+    assert fourier_chi2(rng.multinomial(n, q) / n, p, centres, n)[0] > k + 5 * np.sqrt(2 * k)

@@ -10,7 +10,7 @@ from scipy.special import iv
 
 from attnlab.bruno import initial, reduced
 from attnlab.bruno.integrate import make_model, simulate
-from attnlab.bruno.observables import angle_histogram
+from attnlab.bruno.observables import angle_histogram, fourier_chi2
 
 V_ALIGN = np.diag([1.0, 0.5, 0.25])
 
@@ -115,6 +115,12 @@ def test_forward_heat_particles_against_exact_meanfield(key):
     assert np.abs(hist - pde_bins).sum() <= l1_iid.mean() + 5 * l1_iid.std()
     bias = np.abs(pde_bins - heat_bins).sum()
     assert np.abs(hist - heat_bins).sum() <= l1_iid.mean() + 5 * l1_iid.std() + bias
+    # the first Fourier moments: chi^2_k against the PDE, frozen tokens far off
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    stat, k, _ = fourier_chi2(hist, pde_bins, centres, n)
+    assert stat <= k + 5 * math.sqrt(2 * k)
+    hist0 = angle_histogram(x0, 32)[0]
+    assert fourier_chi2(hist0, pde_bins, centres, n)[0] > k + 5 * math.sqrt(2 * k)
 
 
 def test_alignment_keeps_azimuth_in_fig2_setting(key):

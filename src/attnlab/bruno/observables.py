@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import connected_components
 from attnlab.bruno.attention import log_normalizer
 
 __all__ = ["log_energy", "order_parameter", "moments", "observe_fn", "clusters", "angle_histogram", "angles",
-           "merge_times", "track_modes"]
+           "fourier_chi2", "merge_times", "track_modes"]
 
 
 def log_energy(x, B, beta, *, dtype=None):
@@ -115,6 +115,29 @@ def angle_histogram(x, bins: int = 128):
     edges = np.linspace(0, 2 * np.pi, bins + 1)
     counts, _ = np.histogram(angles(x), bins=edges)
     return counts / np.asarray(x).shape[0], edges
+
+
+def fourier_chi2(hist, probs, centres, n_tokens: int, n_max: int = 8, shift=None):
+    r"""Goodness of fit of an angle histogram to bin probabilities through its first Fourier moments.
+
+    With ``c_n = sum_b h_b e^{i n theta_b}`` (bin centres theta_b, n = 1..n_max; real and imaginary parts, k = 2 n_max
+    numbers), the statistic is ``(c(h) - c(p))^T C^{-1} (c(h) - c(p))`` with ``C`` the multinomial covariance of
+    ``c(h)`` for ``n_tokens`` i.i.d. draws from ``p``: ``C = (F diag(p) F^T - (F p)(F p)^T) / n_tokens``. If the
+    histogram is a draw from ``p`` it is chi^2 with k degrees of freedom (mean k, standard deviation sqrt(2k)).
+    ``shift``: the histogram is a draw from ``p + shift`` instead (a known bias); the statistic is then noncentral
+    chi^2 with noncentrality ``lambda = c(shift)^T C^{-1} c(shift)``. Returns ``(statistic, k, lambda)``: mean
+    ``k + lambda``, variance ``2 (k + 2 lambda)``.
+    """
+    n = np.arange(1, n_max + 1)
+    F = np.concatenate([np.cos(np.outer(n, centres)), np.sin(np.outer(n, centres))])
+    p = np.asarray(probs, float)
+    C = ((F * p) @ F.T - np.outer(F @ p, F @ p)) / n_tokens
+    d = F @ (np.asarray(hist, float) - p)
+    lam = 0.0
+    if shift is not None:
+        e = F @ np.asarray(shift, float)
+        lam = float(e @ np.linalg.solve(C, e))
+    return float(d @ np.linalg.solve(C, d)), 2 * n_max, lam
 
 
 def merge_times(times, counts):
