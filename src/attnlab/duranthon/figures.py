@@ -368,7 +368,7 @@ def plot_gd_landscape(ds: xr.Dataset, cfg):
     t = ds.time.values
     cross = ["m_kv", "m_vk", "q_kv"]
     for p in range(P):
-        on_m = np.abs(ds.on_m_overlaps.isel(point=p).sel(overlap=cross)).max("overlap").mean("set")
+        on_m = np.abs(ds.on_m_overlaps.isel(point=p).sel(overlap=cross)).max("overlap").mean("informed_set")
         rand = np.abs(ds.gd_overlaps.isel(point=p).sel(overlap=cross)).max("overlap").mean(("set", "start"))
         line, = ax.plot(t, on_m, label=rf"from M, $\lambda={float(ds.lam[p]):g}$")
         ax.plot(t, rand, ":", color=line.get_color())

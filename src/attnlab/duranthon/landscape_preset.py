@@ -10,6 +10,8 @@ lambda_v = lambda``), ``n_sets`` training sets of ``N = alpha D`` sequences in d
   prediction describes), and from a start on M (overlaps ``m_k = m_v = 0.1``, ``q_k = q_v = 1``, no cross terms);
 * minibatch SGD (:func:`attnlab.duranthon.landscape.minibatch_sgd`) from the same random starts, then GD to the
   minimum of the basin it ended in;
+* (on ``n_informed_sets`` sets in all, the first ``n_sets`` being those above) the informed start alone, whose
+  test errors give the replica check its standard error;
 * every end point classified (:func:`attnlab.duranthon.landscape.classify_minima`): ``informed`` minimum, another
   minimum ``lower`` or ``higher`` in objective, or ``unconverged``; test errors on one fresh test set per set.
 
@@ -74,6 +76,8 @@ class LandscapeConfig(ExperimentConfig):
     D: int = pydantic.Field(150, ge=8, description="dimension")
     n_sets: int = pydantic.Field(4, ge=2, description="training sets per point (their spread gives the SE)")
     n_starts: int = pydantic.Field(32, ge=1, description="random starts per training set (GD and SGD each)")
+    n_informed_sets: int = pydantic.Field(16, ge=2, description="training sets of the informed run (the first "
+                                          "n_sets also run the random starts): the replica check's SE")
     step_size: float = pydantic.Field(0.5, gt=0, description="GD step eta (update -eta D grad)")
     n_steps: int = pydantic.Field(8000, ge=1, description="GD updates")
     n_logs: int = pydantic.Field(40, ge=1, description="logs along GD (n_steps is rounded to a multiple)")
@@ -114,8 +118,15 @@ def _replica(name: str, alpha, nu, lam, L, n_replica, n_risk, key):
     return np.asarray(o), m, se, float(r.at), True
 
 
-def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam):
-    """GD, SGD, classes and test errors on one training set (module docstring)."""
+def _informed_only(cfg: LandscapeConfig, key, alpha, nu, lam):
+    """The informed and on-M GD runs of one training set, and the informed minimum's test error: (trajectory,
+    test error, its SE) -- the sets beyond ``n_sets`` (:func:`_one_set` with no random starts)."""
+    return _one_set(cfg, key, alpha, nu, lam, n_starts=0)
+
+
+def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam, n_starts: int | None = None):
+    """GD, SGD, classes and test errors on one training set (module docstring); ``n_starts=0``: the informed and
+    on-M runs only (:func:`_informed_only`)."""
     act = activation("softmax")
     D = cfg.D
     N = max(2, int(round(alpha * D)))
@@ -123,20 +134,24 @@ def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam):
     kt, kd, ks, km, kg, kf = jax.random.split(key, 6)
     k_star, v_star = sample_teacher_sqrtD(kt, D)
     b = sample_sequences(kd, k_star, v_star, "spiked", nu, cfg.L, N)
-    starts = [np.concatenate(random_start(jax.random.fold_in(ks, i), D)) for i in range(cfg.n_starts)]
+    R = cfg.n_starts if n_starts is None else n_starts
+    starts = [np.concatenate(random_start(jax.random.fold_in(ks, i), D)) for i in range(R)]
     k_m, v_m = vectors_on_manifold(km, k_star, v_star, 0.1, 1.0, 0.1, 1.0)
     W0 = jnp.asarray(np.stack([*starts, np.concatenate(informed_start(k_star, v_star, "spiked", nu)),
                                np.concatenate([k_m, v_m])]))
     gd = gradient_descent(act, W0, b.X, b.mask, b.y, lam, cfg.step_size, n_steps, cfg.n_logs, k_star, v_star)
-    W_sgd = minibatch_sgd(act, jax.random.split(kg, cfg.n_starts), W0[:cfg.n_starts], b.X, b.mask, b.y, lam,
+    test = sample_sequences(kf, k_star, v_star, "spiked", nu, cfg.L, cfg.n_test)
+    if R == 0:
+        err, err_se = held_out_errors(act, gd.W[:1], test.X, test.mask, test.y)
+        return gd, float(err[0]), float(err_se[0])
+    W_sgd = minibatch_sgd(act, jax.random.split(kg, R), W0[:R], b.X, b.mask, b.y, lam,
                           cfg.sgd_step_size, cfg.sgd_steps, cfg.batch_size)
     sgd = gradient_descent(act, W_sgd, b.X, b.mask, b.y, lam, cfg.step_size, n_steps, 1, k_star, v_star)
     # classes among all end points of the set: random GD, SGD, then the informed run
-    W_all = jnp.concatenate([gd.W[:cfg.n_starts], sgd.W, gd.W[cfg.n_starts:cfg.n_starts + 1]])
-    obj_all = jnp.concatenate([gd.objective[-1, :cfg.n_starts], sgd.objective[-1], gd.objective[-1, cfg.n_starts:][:1]])
-    g_all = jnp.concatenate([gd.grad_norm[:cfg.n_starts], sgd.grad_norm, gd.grad_norm[cfg.n_starts:][:1]])
-    classes, labels = classify_minima(W_all, obj_all, g_all, 2 * cfg.n_starts, cfg.grad_tol, cfg.point_tol)
-    test = sample_sequences(kf, k_star, v_star, "spiked", nu, cfg.L, cfg.n_test)
+    W_all = jnp.concatenate([gd.W[:R], sgd.W, gd.W[R:R + 1]])
+    obj_all = jnp.concatenate([gd.objective[-1, :R], sgd.objective[-1], gd.objective[-1, R:][:1]])
+    g_all = jnp.concatenate([gd.grad_norm[:R], sgd.grad_norm, gd.grad_norm[R:][:1]])
+    classes, labels = classify_minima(W_all, obj_all, g_all, 2 * R, cfg.grad_tol, cfg.point_tol)
     err, err_se = held_out_errors(act, W_all, test.X, test.mask, test.y)
     return gd, sgd, classes, labels, np.asarray(err), np.asarray(err_se), np.asarray(obj_all), np.asarray(g_all)
 
@@ -147,19 +162,20 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
     T = cfg.n_logs + 1
     traj = np.full((P, S, R, T, 7), np.nan)
     traj_obj = np.full((P, S, R, T), np.nan)
-    informed = np.full((P, S, T, 7), np.nan)
-    on_m = np.full((P, S, T, 7), np.nan)
+    S_inf = max(cfg.n_informed_sets, S)
+    informed = np.full((P, S_inf, T, 7), np.nan)
+    on_m = np.full((P, S_inf, T, 7), np.nan)
     end = np.full((P, S, 2, R, 7), np.nan)
     end_obj, end_grad = np.full((P, S, 2, R), np.nan), np.full((P, S, 2, R), np.nan)
     end_err, end_err_se = np.full((P, S, 2, R), np.nan), np.full((P, S, 2, R), np.nan)
     end_class, end_min = np.zeros((P, S, 2, R), int), np.zeros((P, S, 2, R), int)
-    inf_obj, inf_grad, inf_err, inf_err_se = (np.full((P, S), np.nan) for _ in range(4))
+    inf_obj, inf_grad, inf_err, inf_err_se = (np.full((P, S_inf), np.nan) for _ in range(4))
     rep_order, rep_err, rep_se, rep_at = np.full((P, 6), np.nan), np.full(P, np.nan), np.full(P, np.nan), np.full(
         P, np.nan)
     lin_err, lin_se = np.full(P, np.nan), np.full(P, np.nan)
     drift, drift_se = np.full((P, 2, 3), np.nan), np.full((P, 2, 3), np.nan)
     k_sets, k_rep, k_drift = jax.random.split(key, 3)
-    total = P * (S + 1)
+    total = P * (S + 2)
     for p, (alpha, nu, lam) in enumerate(cfg.points):
         for s in range(S):
             gd, sgd, classes, labels, err, err_se, obj, g = _one_set(cfg, jax.random.fold_in(k_sets, 1000 * p + s),
@@ -175,7 +191,14 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
                 end_class[p, s, a], end_min[p, s, a] = classes[sl], labels[sl]
             inf_obj[p, s], inf_grad[p, s], inf_err[p, s], inf_err_se[p, s] = obj[-1], g[-1], err[-1], err_se[-1]
             if progress is not None:
-                progress(p * (S + 1) + s + 1, total)
+                progress(p * (S + 2) + s + 1, total)
+        for s in range(S, S_inf):  # more sets for the informed minimum alone: the replica check's SE
+            gd, inf_err[p, s], inf_err_se[p, s] = _informed_only(cfg, jax.random.fold_in(k_sets, 1000 * p + s), alpha,
+                                                                 nu, lam)
+            informed[p, s], on_m[p, s] = np.asarray(gd.overlaps[:, 0]), np.asarray(gd.overlaps[:, 1])
+            inf_obj[p, s], inf_grad[p, s] = float(gd.objective[-1, 0]), float(gd.grad_norm[0])
+        if progress is not None:
+            progress(p * (S + 2) + S + 1, total)
         kp = jax.random.fold_in(k_rep, p)
         rep_order[p], rep_err[p], rep_se[p], rep_at[p], _ = _replica("softmax", alpha, nu, lam, cfg.L, cfg.n_replica,
                                                                      cfg.n_risk, kp)
@@ -192,7 +215,7 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
             mu, se = manifold_drift(act, kk, vv, k_star, v_star, fresh.X, fresh.mask, fresh.y)
             drift[p, side], drift_se[p, side] = np.asarray(mu), np.asarray(se)
         if progress is not None:
-            progress((p + 1) * (S + 1), total)
+            progress((p + 1) * (S + 2), total)
     one = {"units": "1"}
     time = np.linspace(0.0, cfg.step_size * max(cfg.n_logs, cfg.n_steps // cfg.n_logs * cfg.n_logs), T)
     coords = {
@@ -202,6 +225,8 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
         "lam": ("point", np.array([p[2] for p in cfg.points]),
                 {"units": "1", "long_name": "regularisation lambda_k = lambda_v"}),
         "set": ("set", np.arange(S), {"units": "1", "long_name": "training set"}),
+        "informed_set": ("informed_set", np.arange(S_inf),
+                         {"units": "1", "long_name": "training set of the informed run (the first n_sets: set)"}),
         "start": ("start", np.arange(R), {"units": "1", "long_name": "random start"}),
         "time": ("time", time, {"units": "1", "long_name": "high-dimensional time eta x updates"}),
         "overlap": ("overlap", list(OVERLAP_NAMES), {"units": "1", "long_name": "overlap (divided by D)"}),
@@ -216,9 +241,9 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
                         {**one, "long_name": "overlaps along GD from random starts"}),
         "gd_objective": (("point", "set", "start", "time"), traj_obj,
                          {**one, "long_name": "objective per sample along GD from random starts"}),
-        "informed_overlaps": (("point", "set", "time", "overlap"), informed,
+        "informed_overlaps": (("point", "informed_set", "time", "overlap"), informed,
                               {**one, "long_name": "overlaps along GD from the informed start"}),
-        "on_m_overlaps": (("point", "set", "time", "overlap"), on_m,
+        "on_m_overlaps": (("point", "informed_set", "time", "overlap"), on_m,
                           {**one, "long_name": "overlaps along GD from a start on M"}),
         "end_overlaps": (("point", "set", "algorithm", "start", "overlap"), end,
                          {**one, "long_name": "overlaps at the end point"}),
@@ -235,10 +260,11 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
                        "flag_meanings": " ".join(MINIMUM_CLASSES)}),
         "end_minimum": (("point", "set", "algorithm", "start"), end_min,
                         {**one, "long_name": "label of the minimum within its set (-1: unconverged)"}),
-        "informed_objective": (("point", "set"), inf_obj, {**one, "long_name": "objective at the informed minimum"}),
-        "informed_grad_norm": (("point", "set"), inf_grad, {**one, "long_name": "gradient norm, informed run"}),
-        "informed_test_error": (("point", "set"), inf_err, {**one, "long_name": "test error, informed minimum"}),
-        "informed_test_error_se": (("point", "set"), inf_err_se, {**one, "long_name": "its standard error"}),
+        "informed_objective": (("point", "informed_set"), inf_obj,
+                               {**one, "long_name": "objective at the informed minimum"}),
+        "informed_grad_norm": (("point", "informed_set"), inf_grad, {**one, "long_name": "gradient norm, informed run"}),
+        "informed_test_error": (("point", "informed_set"), inf_err, {**one, "long_name": "test error, informed minimum"}),
+        "informed_test_error_se": (("point", "informed_set"), inf_err_se, {**one, "long_name": "its standard error"}),
         "replica_order": (("point", "order"), rep_order, {**one, "long_name": "replica fixed point, softmax"}),
         "replica_test_error": ("point", rep_err, {**one, "long_name": "replica test error, softmax"}),
         "replica_test_error_se": ("point", rep_se, {**one, "long_name": "Monte Carlo SE of the replica test error"}),

@@ -457,6 +457,7 @@ register(Preset(
                 "minimum, their test errors against the replica prediction, and M's invariance under the flow.",
     config_cls=_landscape.LandscapeConfig, run=_landscape.run, summarize=_landscape.summarize,
     plot=plot_gd_landscape, defaults={}, finding=_landscape.finding,
-    quick={"D": 60, "n_sets": 3, "n_starts": 12, "n_steps": 3000, "sgd_steps": 2000, "n_logs": 30, "n_fresh": 5000,
+    quick={"D": 60, "n_sets": 3, "n_informed_sets": 10, "n_starts": 12, "n_steps": 3000, "sgd_steps": 2000,
+           "n_logs": 30, "n_fresh": 5000,
            "n_replica": 500, "n_risk": 10_000},
 ))
