@@ -48,9 +48,15 @@ def finding(preset: registry.Preset, metrics: dict[str, Any], config: Experiment
 
 def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progress=None) -> Outcome:
     """Run ``preset`` with ``config`` from ``jax.random.key(seed)`` inside :func:`attnlab.runtime.x64`, and
-    summarise it. Writes nothing."""
+    summarise it. Writes nothing. A preset whose prerequisite is unmet (:func:`attnlab.registry.unmet`) raises a
+    one-line :class:`~attnlab.errors.AttnlabError`."""
     import jax
 
+    from attnlab.errors import AttnlabError
+
+    reason = registry.unmet(preset, config)
+    if reason is not None:
+        raise AttnlabError(f"{preset.name}: {reason}")
     runtime.release_compiled_programs()  # a process may run many presets (Dask workers, notebooks)
     impl = implementations(preset, config)
     with runtime.x64():

@@ -7,7 +7,9 @@ A :class:`Preset` holds a config class with per-preset defaults and quick-size o
 * ``plot(dataset, config) -> {name: matplotlib Figure}`` (reads only the dataset);
 * optionally ``animate(dataset, path)``, which writes an animated GIF of the run to ``path``;
 * optionally ``finding(metrics, config)``, the run's result in one line of words;
-* optionally ``implementations(config)``, the implementation (C kernel or JAX) each of its jobs runs.
+* optionally ``implementations(config)``, the implementation (C kernel or JAX) each of its jobs runs;
+* optionally ``prerequisite(config)``, why it cannot run here (a missing local input or optional extra);
+* optionally ``memory(config)``, an upper bound of the bytes a run takes (else the paper's ``memory`` module's).
 
 Each paper's folder has a ``presets`` module that registers its presets with :func:`register` when imported;
 :func:`all_presets` imports those of :data:`PAPERS`. :func:`resolve_config` is the one place where a preset's
@@ -26,7 +28,7 @@ from typing import Any
 from attnlab.config import ExperimentConfig, validate_config
 from attnlab.errors import AttnlabError
 
-__all__ = ["PAPERS", "Check", "Preset", "register", "get_preset", "all_presets", "resolve_config"]
+__all__ = ["PAPERS", "Check", "Preset", "register", "get_preset", "all_presets", "resolve_config", "unmet"]
 
 PAPERS: tuple[str, ...] = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
 """The paper folders, in the order of the catalogue; preset names start with their paper (``marion-manifold``)."""
@@ -156,6 +158,15 @@ class Preset:
     """``implementations(config) -> {job: "native" | "jax"}`` for presets with a C kernel and a JAX path per job:
     the implementation each job runs with ``config`` on this machine (``config.implementation``, ``auto`` resolved);
     recorded in ``config.json`` and ``summary.json`` and part of the run's hash."""
+    prerequisite: Callable | None = None
+    """``prerequisite(config) -> str | None`` for presets that need what attnlab cannot provide (a local model
+    directory given by a config field, an optional extra): why the preset cannot run with ``config`` here, in one
+    line that says how to provide it, or None when it can. ``attnlab run`` and :func:`attnlab.run` refuse such a
+    config with that line (exit status 2); ``attnlab reproduce`` reports the preset as skipped, not run, with it (no
+    run, no checks counted)."""
+    memory: Callable | None = None
+    """``memory(config) -> float``: an upper bound of the bytes a run takes, used instead of the paper's ``memory``
+    module (:mod:`attnlab.app.resources`)."""
 
 
 _REGISTRY: dict[str, Preset] = {}
@@ -201,3 +212,9 @@ def resolve_config(preset: str | Preset, *, quick: bool = False,
     p = get_preset(preset) if isinstance(preset, str) else preset
     base = {**p.defaults, **(p.quick if quick else {})}
     return validate_config(p.config_cls, base, dict(overrides or {}))
+
+
+def unmet(preset: Preset, config: ExperimentConfig) -> str | None:
+    """Why ``preset`` cannot run with ``config`` here (its :attr:`Preset.prerequisite`), or None."""
+    check = getattr(preset, "prerequisite", None)
+    return None if check is None else check(config)

@@ -314,12 +314,13 @@ def reproduce(
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
 ):
-    """Run every preset (of the named papers) on Dask, then write report.md and report.html."""
+    """Run every preset (of the named papers) on Dask, then write report.md and report.html. A preset that cannot run
+    here (a local input it needs was not given) is skipped, not run, with the reason."""
     from attnlab.app.report import check_summary, write_report
     from attnlab.app.resources import check_memory
     from attnlab.app.store import RunResult
     from attnlab.app.sweep import Task
-    from attnlab.registry import all_presets
+    from attnlab.registry import all_presets, unmet
 
     presets = all_presets()
     known = sorted({p.paper for p in presets.values()})
@@ -328,11 +329,17 @@ def reproduce(
             raise AttnlabError(f"unknown paper {paper!r} (known: {', '.join(known)})")
     chosen = [p for p in presets.values() if not papers or p.paper in papers]
     _check_folder(out_dir)
+    skipped: dict[str, str] = {}
     for p in chosen:  # validate every config before anything runs
         _, config = _resolve(p.name, quick, None)
+        reason = unmet(p, config)
+        if reason is not None:  # reported as skipped: neither run nor counted
+            skipped[p.name] = reason
+            err.print(f"{p.name}: skipped, not run ({reason})", markup=False, highlight=False, soft_wrap=True)
+            continue
         check_memory(p, config)
-    tasks = [Task(p.name, (), seed, quick) for p in chosen]
-    outcomes = _engine(tasks, out_dir, scheduler, workers, "reproduce")
+    tasks = [Task(p.name, (), seed, quick) for p in chosen if p.name not in skipped]
+    outcomes = _engine(tasks, out_dir, scheduler, workers, "reproduce") if tasks else []
     results, failed = {}, []
     for o in outcomes:
         if o.status == "failed":
@@ -342,13 +349,15 @@ def reproduce(
             results[o.task.preset] = RunResult(Path(o.run_dir), o.summary, o.status == "reused")
             if o.status == "reused":
                 err.print(f"{o.task.preset}: reusing finished run in {o.run_dir}", markup=False)
-    report = write_report(out_dir, results, presets, failed={o.task.preset: o.error for o in failed})
+    report = write_report(out_dir, results, presets, failed={o.task.preset: o.error for o in failed},
+                          skipped=skipped)
     _print_checks(results)
     counts = check_summary(results)
     html = report.with_suffix(".html")
     out.print(f"{counts['passed']}/{counts['checks']} checks passed ({counts['not evaluated']} not evaluated), "
-              f"negative controls rejected {counts['rejected']}/{counts['controls']}, {len(failed)} presets failed; "
-              f"report: {report} and {html}", markup=False, highlight=False)
+              f"negative controls rejected {counts['rejected']}/{counts['controls']}, {len(failed)} presets failed"
+              + (f", {len(skipped)} skipped (not run)" if skipped else "")
+              + f"; report: {report} and {html}", markup=False, highlight=False)
     if counts["passed"] < counts["checks"] or failed:
         raise typer.Exit(1)
 

@@ -2,7 +2,8 @@
 each kernel per preset, the versions of attnlab, JAX, NumPy and SciPy and the machine, as recorded in each run's
 ``config.json``), the summary of the checks (passed, failed, not evaluated; negative controls rejected), one table of
 every check of every paper, then per paper, per preset, its finding, figures, checks (each with its negative
-control and whether it was rejected), metrics and run time. Written as ``report.md`` and as a self-contained
+control and whether it was rejected), metrics and run time; a preset skipped (not run: a local input it needs was not
+given) shows the reason instead. Written as ``report.md`` and as a self-contained
 ``report.html`` (figures embedded as base64 PNG)."""
 
 from __future__ import annotations
@@ -84,10 +85,10 @@ def check_summary(results: dict[str, RunResult]) -> dict[str, int]:
     return n
 
 
-def _summary_sentence(n: dict[str, int], n_failed_presets: int) -> str:
+def _summary_sentence(n: dict[str, int], n_failed_presets: int, n_skipped: int = 0) -> str:
     return (f"{n['passed']} of {n['checks']} checks passed, {n['failed']} failed, {n['not evaluated']} not "
             f"evaluated; negative controls rejected {n['rejected']}/{n['controls']}; "
-            f"{n_failed_presets} presets failed.")
+            f"{n_failed_presets} presets failed" + (f"; {n_skipped} skipped (not run)." if n_skipped else "."))
 
 
 def _distinct(values) -> list:
@@ -157,9 +158,9 @@ def _implementation_rows(results: dict[str, RunResult]) -> list[tuple[str, str]]
     return [(name, implementation_text(res.summary) or "JAX (no C kernel)") for name, res in results.items()]
 
 
-def _by_paper(results: dict[str, RunResult], presets: dict, failed: dict[str, str]):
+def _by_paper(results: dict[str, RunResult], presets: dict, failed: dict[str, str], skipped: dict[str, str]):
     papers: dict[str, list[str]] = {}
-    for name in list(results) + list(failed):
+    for name in list(results) + list(failed) + list(skipped):
         papers.setdefault(presets[name].citation, []).append(name)
     return papers
 
@@ -183,22 +184,26 @@ def _all_rows(results) -> list[tuple]:
             for name, res in results.items() for c in res.summary.get("checks", [])]
 
 
-def _markdown(out_dir: Path, results, presets, failed, now=None) -> str:
+def _markdown(out_dir: Path, results, presets, failed, now=None, skipped=None) -> str:
+    skipped = skipped or {}
     n = check_summary(results)
     lines = ["# attnlab reproduction report", "", "## When and how", ""]
     lines += [f"- **{label}:** {text}" for label, text in provenance_lines(results, now)]
     lines += ["", "Implementation of each kernel, per preset:", "", "| preset | implementation |", "|---|---|"]
     lines += [_row(r) for r in _implementation_rows(results)]
-    lines += ["", "## Summary of checks", "", _summary_sentence(n, len(failed)), "",
+    lines += ["", "## Summary of checks", "", _summary_sentence(n, len(failed), len(skipped)), "",
               "| " + " | ".join(_ALL_HEADER) + " |", "|" + "---|" * len(_ALL_HEADER)]
     lines += [_row(r) for r in _all_rows(results)]
-    for paper, names in _by_paper(results, presets, failed).items():
+    for paper, names in _by_paper(results, presets, failed, skipped).items():
         lines += ["", f"# {paper}"]
         for name in names:
             p = presets[name]
             lines += ["", f"## {name}", "", p.description, ""]
             if name in failed:
                 lines += [f"**FAILED**: `{failed[name]}`"]
+                continue
+            if name in skipped:
+                lines += [f"**SKIPPED** (not run): {skipped[name]}"]
                 continue
             res = results[name]
             s = res.summary
@@ -229,7 +234,8 @@ def _table(header, rows, status_col=None) -> str:
     return "\n".join(out)
 
 
-def _html(results, presets, failed, now=None) -> str:
+def _html(results, presets, failed, now=None, skipped=None) -> str:
+    skipped = skipped or {}
     n = check_summary(results)
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>attnlab reproduction report</title><style>",
              "body{font-family:sans-serif;max-width:1400px;margin:auto;padding:1em}table{border-collapse:collapse;"
@@ -240,15 +246,18 @@ def _html(results, presets, failed, now=None) -> str:
               for label, text in provenance_lines(results, now)]
     parts.append("</ul><p>Implementation of each kernel, per preset:</p>")
     parts.append(_table(("preset", "implementation"), _implementation_rows(results)))
-    parts.append(f"<h2>Summary of checks</h2><p>{html.escape(_summary_sentence(n, len(failed)))}</p>")
+    parts.append(f"<h2>Summary of checks</h2><p>{html.escape(_summary_sentence(n, len(failed), len(skipped)))}</p>")
     parts.append(_table(_ALL_HEADER, _all_rows(results), 2))
-    for paper, names in _by_paper(results, presets, failed).items():
+    for paper, names in _by_paper(results, presets, failed, skipped).items():
         parts.append(f"<h1>{html.escape(paper)}</h1>")
         for name in names:
             p = presets[name]
             parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(name)}</h2><p>{html.escape(p.description)}</p>")
             if name in failed:
                 parts.append(f"<p class='fail'><b>FAILED</b>: {html.escape(str(failed[name]))}</p>")
+                continue
+            if name in skipped:
+                parts.append(f"<p class='skipped'><b>SKIPPED</b> (not run): {html.escape(str(skipped[name]))}</p>")
                 continue
             res = results[name]
             s = res.summary
@@ -289,14 +298,15 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_report(out_dir: Path, results: dict[str, RunResult], presets: dict,
-                 failed: dict[str, str] | None = None, now: datetime.datetime | None = None) -> Path:
+                 failed: dict[str, str] | None = None, now: datetime.datetime | None = None,
+                 skipped: dict[str, str] | None = None) -> Path:
     """Write ``report.md`` and ``report.html`` in ``out_dir`` (atomically); return the markdown path. ``now``: the
-    report's date and time (default: the current UTC time)."""
+    report's date and time (default: the current UTC time); ``skipped``: preset -> why it was not run."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = failed or {}
     now = now or datetime.datetime.now(datetime.UTC)
     md = out_dir / "report.md"
-    _atomic_write(md, _markdown(out_dir, results, presets, failed, now))
-    _atomic_write(out_dir / "report.html", _html(results, presets, failed, now))
+    _atomic_write(md, _markdown(out_dir, results, presets, failed, now, skipped))
+    _atomic_write(out_dir / "report.html", _html(results, presets, failed, now, skipped))
     return md

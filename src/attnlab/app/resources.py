@@ -2,9 +2,9 @@
 
 Each paper folder has a ``memory`` module with ``memory_bytes(preset_name, config) -> float``: a cheap upper bound,
 from the config alone, of the bytes its largest arrays take (None for a preset it does not know). :func:`estimate`
-looks it up by the preset's ``paper``; :func:`check_memory` compares it with ``psutil.virtual_memory().available``
-and raises a one-line :class:`~attnlab.errors.AttnlabError` naming the estimate. A new paper adds its own
-``memory.py``; a paper without one is not checked.
+looks it up by the preset's ``paper``, unless the preset has its own ``memory(config)``; :func:`check_memory`
+compares it with ``psutil.virtual_memory().available`` and raises a one-line :class:`~attnlab.errors.AttnlabError`
+naming the estimate. A new paper adds its own ``memory.py``; a paper without one is not checked.
 """
 
 from __future__ import annotations
@@ -18,7 +18,11 @@ __all__ = ["estimate", "available_bytes", "check_memory", "format_bytes"]
 
 
 def estimate(preset, config) -> float | None:
-    """Upper bound of the bytes a run of ``preset`` with ``config`` needs (None: no estimate for this paper)."""
+    """Upper bound of the bytes a run of ``preset`` with ``config`` needs (None: no estimate for this paper). A
+    preset's own ``memory(config)`` comes first."""
+    own = getattr(preset, "memory", None)
+    if own is not None:
+        return float(own(config))
     try:
         module = importlib.import_module(f"attnlab.{preset.paper}.memory")
     except ModuleNotFoundError as e:

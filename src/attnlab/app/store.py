@@ -183,10 +183,15 @@ def check_output_dir(run_dir: Path, force: bool = False, digest: str | None = No
 
 def preflight(preset: Preset, config: ExperimentConfig, seed: int, run_dir: Path | None = None,
               force: bool = False, digest: str | None = None) -> None:
-    """Every check that can fail before a run starts, writing nothing: the seed's range, the output directory
-    (:func:`check_output_dir`), and the memory the config needs (:func:`attnlab.app.resources.check_memory`)."""
+    """Every check that can fail before a run starts, writing nothing: the preset's prerequisite
+    (:func:`attnlab.registry.unmet`), the seed's range, the output directory (:func:`check_output_dir`), and the
+    memory the config needs (:func:`attnlab.app.resources.check_memory`)."""
     from attnlab.app.resources import check_memory
+    from attnlab.registry import unmet
 
+    reason = unmet(preset, config)
+    if reason is not None:
+        raise AttnlabError(f"{preset.name}: {reason}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise AttnlabError(f"invalid seed {seed!r}: must be an integer in 0..{MAX_SEED}")
     if run_dir is not None:

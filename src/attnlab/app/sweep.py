@@ -92,15 +92,19 @@ def parse_grid(pairs: list[str] | None) -> dict[str, list[Any]]:
 
 
 def expand_grid(preset, grid: dict[str, list[Any]], seeds: list[int], quick: bool, figures: bool = True) -> list[Task]:
-    """Every combination of the grid times every seed, each validated now (bad values, and configs that cannot fit
-    in this machine's memory, fail before any run)."""
+    """Every combination of the grid times every seed, each validated now (bad values, unmet prerequisites and
+    configs that cannot fit in this machine's memory fail before any run)."""
     from attnlab.app.resources import check_memory
+    from attnlab.registry import unmet
 
     keys = list(grid)
     tasks = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         overrides = dict(zip(keys, combo))
         config = resolve_config(preset, quick=quick, overrides=overrides)
+        reason = unmet(preset, config)
+        if reason is not None:
+            raise AttnlabError(f"{preset.name}: {reason}")
         check_memory(preset, config)
         # store the validated (typed) values, so "0.1" and "1e-1" are the same task
         typed = tuple((k, getattr(config, k)) for k in keys)
