@@ -378,3 +378,20 @@ register(Preset(
     quick={"n_repeats": 10, "step_size": 2e-3, "n_steps": 20_000, "schedule_rate": 4e-4, "schedule_cap": 12_500,
            "log_every": 400, "n_mc": 500, "n_onestep": 1000},
     finding=_toy.finding))
+
+
+# Linear probing of BERT's [CLS] state (Section 2; modules probing, probing_bert, probing_preset, probing_figures).
+# The weights are not shipped: model_dir names a local Hugging Face directory (bert-base-uncased downloaded
+# elsewhere); without one the preset does not run, and its prerequisite says in one line how to provide it. Quick
+# size: 512 sentences per list (half of each label; the two OOD-structure lists whole), 4 probe fits per layer.
+from attnlab.marion import probing_figures as _probing_figures  # noqa: E402
+from attnlab.marion import probing_preset as _probing  # noqa: E402
+
+register(Preset(
+    name="marion-bert-probing", paper="marion", citation=CITATION, figure="Sec. 2 (probing; figure number unknown)",
+    description="Logistic-regression probes of bert-base-uncased's [CLS] state at every layer (local weights: --set "
+                "model_dir=PATH) on template sentences labelled by a sentiment adjective at a varying position: "
+                "train, held-out, OOD-token and OOD-structure accuracies, the notebook's bar chart.",
+    config_cls=_probing.BertProbingConfig, run=_probing.run, summarize=_probing.summarize,
+    plot=_probing_figures.plot, defaults={}, quick={"max_per_list": 512, "n_probe_seeds": 4},
+    finding=_probing.finding, prerequisite=_probing.prerequisite, memory=_probing.memory_bytes))
