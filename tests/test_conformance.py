@@ -21,10 +21,18 @@ def _strict(text: str):
     return json.loads(text, parse_constant=bad)
 
 
+REFERENCE_ONLY = {"marion-bert-probing": "only for bert-base-uncased"}
+"""Presets that run here on a stand-in model (``marion-bert-probing``: a small random BERT, ``tiny_bert_dir``), and
+the reason their checks against the paper's weights give: those checks are not evaluated; every other check is."""
+
+
 @pytest.mark.parametrize("name", sorted(all_presets()))
-def test_preset_conforms(name, quick_run):
+def test_preset_conforms(name, quick_run, request):
     preset = all_presets()[name]
-    run = quick_run(name)  # stored with the store (no figures) and read back, shared with the papers' tests
+    if name == "marion-bert-probing":  # needs a local model directory: the tiny model's quick run
+        run = request.getfixturevalue("probing_quick_run")
+    else:
+        run = quick_run(name)  # stored with the store (no figures) and read back, shared with the papers' tests
     config = run.config
     with runtime.x64():
         figures = preset.plot(run.data, config)  # drawn from the stored data (saving them is tested elsewhere)
@@ -42,6 +50,8 @@ def test_preset_conforms(name, quick_run):
     assert run.checks
     for c in run.checks:
         label = f"{name}: {c.name}"
+        if not c.evaluated and name in REFERENCE_ONLY and c.reason.startswith(REFERENCE_ONLY[name]):
+            continue
         assert c.evaluated, f"{label} not evaluated at quick size: {c.reason}"
         assert all(math.isfinite(float(x)) for x in (c.theory, c.simulation, c.tolerance)), label
         assert c.passed, f"{label}: |{c.theory} - {c.simulation}| > {c.tolerance}"
