@@ -204,10 +204,21 @@ def test_against_transformers_bert_model_when_installed(tiny_bert_dir, model):
         assert np.abs(theirs - feats[i]).max() < 1e-4 * np.abs(theirs).max()
 
 
-def test_bert_base_uncased_is_recognised_by_its_sizes():
+def test_bert_base_uncased_is_recognised_by_its_sizes_and_vocabulary(model):
     base = bert.BertConfig(30522, 768, 12, 12, 3072)
-    assert base.is_bert_base_uncased and base.describe() == "bert-base-uncased"
-    assert not bert.BertConfig(30522, 768, 12, 12, 3072 * 2).is_bert_base_uncased
+    assert base.has_reference_sizes and not bert.BertConfig(30522, 768, 12, 12, 3072 * 2).has_reference_sizes
+    assert not model.is_bert_base_uncased and model.describe() == "BERT with 2 layers, width 32, 2 heads, vocabulary 57"
+
+    class Vocabulary:  # bert-base-uncased's ids of the reference tokens
+        def token_to_id(self, token):
+            return bert.REFERENCE_TOKENS.get(token, 7)
+
+    import dataclasses
+
+    fake = dataclasses.replace(model, config=base, tokenizer=Vocabulary())
+    assert fake.is_bert_base_uncased and fake.describe() == "bert-base-uncased"
+    assert not dataclasses.replace(fake, lowercase=False).is_bert_base_uncased
+    assert not dataclasses.replace(model, config=base).is_bert_base_uncased  # the sizes alone are not enough
     with pytest.raises(AttnlabError, match="hidden_act"):
         bert.BertConfig.from_dict({**base.__dict__, "hidden_act": "relu"})
 

@@ -21,7 +21,8 @@ says ``do_lower_case: false``) or ``tokenizer.json``. Nothing is downloaded.
 with ``MHA`` the multi-head self-attention (``n_h`` heads of width ``d_h = d / n_h``; scores
 ``q_t . k_s / sqrt(d_h)`` plus ``min float`` where ``m_s = 0``, softmax over ``s``, then the output projection),
 ``GELU(x) = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2`` (the erf form, as BERT) and ``LN`` the LayerNorm of
-``layer_norm_eps``. The feature of layer ``l = 0..L`` is ``h^{(l)}_1``, the [CLS] state.
+``layer_norm_eps``. The feature of layer ``l = 0..L`` is ``h^{(l)}_1``, the [CLS] state. Products are computed at
+full precision (``Precision.HIGHEST``: no reduced-precision passes on accelerators).
 
 :func:`cls_features` pads every sentence to one length and runs fixed-size batches through one compiled program
 (``lax.scan`` over the stacked layers): one compilation per model whatever the number of sentences. The mask makes
@@ -51,7 +52,11 @@ __all__ = ["BertConfig", "BertModel", "REFERENCE_SIZES", "missing_files", "load_
 
 REFERENCE_SIZES = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                    "intermediate_size": 3072}
-"""The sizes of bert-base-uncased: a directory whose config has them is taken to hold its weights."""
+"""The sizes of bert-base-uncased."""
+
+REFERENCE_TOKENS = {"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103, "the": 1996}
+"""Token ids of bert-base-uncased's vocabulary: a directory with its sizes and these ids is taken to hold its
+weights (:attr:`BertModel.is_bert_base_uncased`)."""
 
 _LAYER_TENSORS = {
     "q_w": "attention.self.query.weight", "q_b": "attention.self.query.bias",
@@ -99,13 +104,11 @@ class BertConfig:
         return cfg
 
     @property
-    def is_bert_base_uncased(self) -> bool:
+    def has_reference_sizes(self) -> bool:
         """Whether the sizes are bert-base-uncased's (:data:`REFERENCE_SIZES`)."""
         return all(getattr(self, k) == v for k, v in REFERENCE_SIZES.items())
 
     def describe(self) -> str:
-        if self.is_bert_base_uncased:
-            return "bert-base-uncased"
         return (f"BERT with {self.num_hidden_layers} layers, width {self.hidden_size}, "
                 f"{self.num_attention_heads} heads, vocabulary {self.vocab_size}")
 
@@ -142,6 +145,19 @@ class BertModel:
     fingerprint: str
     tokenizer_file: str
     lowercase: bool
+
+    @property
+    def is_bert_base_uncased(self) -> bool:
+        """Whether this is bert-base-uncased: its sizes (:data:`REFERENCE_SIZES`), a lower-casing tokenizer and its
+        vocabulary's ids of a few tokens (:data:`REFERENCE_TOKENS`). A fine-tuned copy passes too; random weights in
+        another vocabulary do not."""
+        return (self.config.has_reference_sizes and self.lowercase
+                and all(self.tokenizer.token_to_id(t) == i for t, i in REFERENCE_TOKENS.items()))
+
+    def describe(self) -> str:
+        if self.is_bert_base_uncased:
+            return "bert-base-uncased"
+        return self.config.describe()
 
 
 def _normalise(name: str) -> str:
@@ -242,6 +258,13 @@ def tokenize(model: BertModel, texts: list[str]) -> list[Any]:
     return encodings
 
 
+_HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products on accelerators too (no TF32 or bfloat16 passes)
+
+
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=_HIGHEST)
+
+
 def _layer_norm(x, g, b, eps):
     mu = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
@@ -264,12 +287,12 @@ def cls_states(params, ids, mask, *, n_heads: int, eps: float, use_mask: bool = 
 
     def layer(h, p):
         split = lambda z: z.reshape(B, T, n_heads, dh)  # noqa: E731
-        q, k, v = (split(h @ p[f"{c}_w"] + p[f"{c}_b"]) for c in "qkv")
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * scale + bias
+        q, k, v = (split(_mm(h, p[f"{c}_w"]) + p[f"{c}_b"]) for c in "qkv")
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=_HIGHEST) * scale + bias
         att = jax.nn.softmax(scores, axis=-1)
-        ctx = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, T, d)
-        a = _layer_norm(ctx @ p["o_w"] + p["o_b"] + h, p["ln1_g"], p["ln1_b"], eps)
-        f = jax.nn.gelu(a @ p["i_w"] + p["i_b"], approximate=False) @ p["f_w"] + p["f_b"]
+        ctx = jnp.einsum("bhqk,bkhd->bqhd", att, v, precision=_HIGHEST).reshape(B, T, d)
+        a = _layer_norm(_mm(ctx, p["o_w"]) + p["o_b"] + h, p["ln1_g"], p["ln1_b"], eps)
+        f = _mm(jax.nn.gelu(_mm(a, p["i_w"]) + p["i_b"], approximate=False), p["f_w"]) + p["f_b"]
         out = _layer_norm(f + a, p["ln2_g"], p["ln2_b"], eps)
         return out, out[:, 0]
 

@@ -15,8 +15,8 @@ tokens"), next to the layer-0 probe on the training set ("Initial embeddings").
 ``model.safetensors``, ``vocab.txt`` or ``tokenizer.json``). Without it, :func:`prerequisite` says in one line how to
 provide one, ``attnlab run`` exits with status 2 and ``attnlab reproduce`` reports the preset as skipped. Any BERT
 encoder in that layout runs (the tests use a 2-layer one of width 32); the notebook's numbers are compared only for a
-config with bert-base-uncased's sizes (:data:`attnlab.marion.probing_bert.REFERENCE_SIZES`) at the notebook's full
-lists and probe settings.
+model with bert-base-uncased's sizes and vocabulary (:attr:`attnlab.marion.probing_bert.BertModel.is_bert_base_uncased`)
+at the notebook's full lists and probe settings.
 
 **Repeats.** ``n_probe_seeds`` probe fits per layer (saga's ``random_state``; the notebook leaves it unseeded), and as
 many probes fit with the labels permuted within each split. Standard errors: over the fits, and over the distinct
@@ -370,7 +370,7 @@ def run(cfg: BertProbingConfig, key, progress=None) -> xr.Dataset:
     if cfg.store_features:
         coords["hidden"] = np.arange(mc.hidden_size)
     ds = xr.Dataset(data, coords=coords, attrs={
-        "model": mc.describe(), "reference_model": bool(mc.is_bert_base_uncased), "model_dir": str(model.model_dir),
+        "model": model.describe(), "reference_model": bool(model.is_bert_base_uncased), "model_dir": str(model.model_dir),
         "model_fingerprint": model.fingerprint, "tokenizer": model.tokenizer_file, "lowercase": model.lowercase,
         "hidden_size": mc.hidden_size, "num_hidden_layers": L, "num_attention_heads": mc.num_attention_heads,
         "vocab_size": mc.vocab_size, "intermediate_size": mc.intermediate_size, "precision": cfg.precision,
