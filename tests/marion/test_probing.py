@@ -293,15 +293,20 @@ def test_quick_run_on_the_tiny_model(probing_quick_run):
     assert "not the paper's weights" in run.finding and "\n" not in run.finding
 
 
-def test_the_pipeline_is_deterministic_given_the_seed(tiny_bert_dir):
+def test_the_pipeline_is_deterministic_given_the_seed(tiny_bert_dir, model):
     import attnlab
+    from conventions import dataset_problems
 
     kw = {"quick": True, "model_dir": str(tiny_bert_dir), "max_per_list": 64, "n_probe_seeds": 2}
     a, b = attnlab.run(NAME, seed=3, **kw), attnlab.run(NAME, seed=3, **kw)
     np.testing.assert_array_equal(a.data.correct.values, b.data.correct.values)
     np.testing.assert_array_equal(a.data.text.values, b.data.text.values)
-    c = attnlab.run(NAME, seed=4, **kw)
-    assert not np.array_equal(a.data.text.values, c.data.text.values)  # another draw of the sentences
+    c = attnlab.run(NAME, seed=4, test_b="drop", store_features=True, **kw)
+    assert not np.array_equal(a.data.text.values[:64], c.data.text.values[:64])  # another draw of the sentences
+    assert int((c.data.sentence_split == "test").sum()) == 64 and "test_b" not in set(c.data.sentence_list.values)
+    texts = list(c.data.text.values[:5])
+    np.testing.assert_allclose(c.data.features.values[:5], bert.cls_features(model, texts)[0], rtol=0, atol=1e-5)
+    assert c.data.features.shape == (c.data.sizes["sentence"], 3, 32) and not dataset_problems(c.data)
 
 
 def test_the_reference_checks_are_evaluated_for_bert_base_uncased_at_the_notebooks_settings(probing_quick_run):
