@@ -24,4 +24,14 @@ def memory_bytes(preset_name: str, config) -> float:
         data = max((s * math.sqrt(a) + float(c.n_test)) * L * (s / math.sqrt(a)) for a in alphas) * float(c.n_sets)
         replica = float(c.n_replica) * float(c.n_replica) + float(c.n_risk) * L * 16.0
         return 4.0 * F64 * (data + replica)
+    if preset_name == "duranthon-gd-landscape":
+        # per training set: its tokens, the test and fresh sequences (L x D each), the runs' trajectories; the
+        # replica samples and the Monte Carlo of the test-error formula
+        L, D = float(c.L), float(c.D)
+        N = max(float(p[0]) for p in c.points) * D
+        runs = 2.0 * float(c.n_starts) + 2.0
+        data = (N + float(c.n_test) + float(c.n_fresh)) * L * D + runs * (2.0 * D + (float(c.n_logs) + 1) * 8.0)
+        data += runs * float(c.n_test)  # squared errors of every run on the test set
+        replica = float(c.n_replica) * float(c.n_replica) + float(c.n_risk) * L * 16.0
+        return 4.0 * F64 * (data + replica)
     return None
