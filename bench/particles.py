@@ -10,7 +10,9 @@ in float32); the peak resident memory of a float32 step at N = 1e5 in a fresh pr
 shared, each line also gives pairs per CPU-second
 (N^2 / process CPU time of the same step, all threads; on an idle machine with c cores the wall rate can reach up to
 c times that), and the JSON records the 1-minute load average before and after. The last line is a JSON object with
-``ratio_vs_dense``, ``gpairs_per_s_n10000`` and ``peak_rss_gb_n100000``.
+``ratio_vs_dense``, ``gpairs_per_s_n10000``, ``peak_rss_gb_n100000``, the C kernel's vector width, the CPU's exponential
+throughput bound (a tight loop of the kernel's own vector exp2 on every thread, ``exp2_bound_g_per_s``) and the pair
+rate over that bound (``pair_rate_over_exp_bound``).
 
 Usage: .venv/bin/python bench/particles.py [--quick]   (numbers are indicative on a shared machine)
 """
@@ -91,6 +93,11 @@ def main(quick=False):
     _report(results, "online", "float32", 10_000, *time_step(10_000, "online", jnp.float32, repeats=15))
     for name, dtype in (("float32", jnp.float32), ("float64", jnp.float64)):
         _report(results, "dense", name, 10_000, *time_step(10_000, "dense", dtype, repeats=15))
+    # the CPU's exponential throughput bound: a tight loop of the kernel's own vector exp2, same width and threads
+    exp_bound = max(native.exp2_per_second() for _ in range(3)) / 1e9 if native.available() else None
+    if exp_bound is not None:
+        print(f"exp2 throughput bound: {exp_bound:.3f} G/s ({native.vector_bits()}-bit vectors); the kernel's pair "
+              f"rate is {results['blocked_float32_n10000'] / exp_bound:.2f} of it", flush=True)
     rss, t = peak_rss_gb(20_000 if quick else 100_000)
     print(f"peak RSS of a float32 step at N={20_000 if quick else 100_000}: {rss:.2f} GB ({t:.1f} s/step)")
     summary = {
@@ -99,6 +106,11 @@ def main(quick=False):
         "peak_rss_gb_n100000": None if quick else rss,
         **{k: round(v, 4) for k, v in results.items()},
         "native_kernel": native.available() or native.unavailable_reason(),
+        "native_vector_bits": native.vector_bits(),
+        "exp2_bound_g_per_s": exp_bound,
+        # pair interactions per second over exponentials per second: a kernel with one exponential per ordered pair
+        # reaches at most 1; the symmetric kernel, one exponential per unordered pair, could reach 2
+        "pair_rate_over_exp_bound": None if exp_bound is None else results["blocked_float32_n10000"] / exp_bound,
         "backend": jax.default_backend(),
         "cpu_count": os.cpu_count(),
         "loadavg_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],

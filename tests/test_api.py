@@ -62,10 +62,11 @@ def _recorded(run_dir):
 def test_each_job_records_its_implementation_and_jax_is_forced_on_request(tmp_path, preset, tiny, jobs):
     auto = attnlab.run(preset, quick=True, out=tmp_path / "auto", **tiny)
     recorded = _recorded(tmp_path / "auto")
-    assert set(recorded) == jobs and recorded == auto.implementations
+    kernels = {job: impl for job, impl in recorded.items() if not job.endswith("_vector_bits")}  # C builds' widths
+    assert set(kernels) == jobs and recorded == auto.implementations
     forced = attnlab.run(preset, quick=True, out=tmp_path / "jax", implementation="jax", **tiny)
     assert set(_recorded(tmp_path / "jax").values()) == {"jax"} and forced.passed
-    if set(recorded.values()) == {"native"}:  # this machine has the kernels: both paths ran, each passes its checks
+    if set(kernels.values()) == {"native"}:  # this machine has the kernels: both paths ran, each passes its checks
         assert auto.passed
         assert attnlab.run(preset, quick=True, implementation="native", **tiny).implementations == recorded
 

@@ -1,11 +1,12 @@
-/* Symmetric softmax-attention sums on the CPU (AVX2 + FMA, OpenMP), float32: see attnlab/bruno/native.py.
+/* Symmetric softmax-attention sums on the CPU (AVX-512F, else AVX2 + FMA; OpenMP), float32: see
+   attnlab/bruno/native.py.
 
-   For tokens i = 0..Np-1 (structure of arrays, Np a multiple of 16):
+   For tokens i = 0..Np-1 (structure of arrays, Np a multiple of ATTNLAB_PAD: 32 with AVX-512F, else 16):
        g_ij = 2^(<q_i, x_j> - c_i - c_j)      (symmetric in i, j when <q_i, x_j> = x_i^T S x_j with S = S^T)
        out[a][i] = sum_j g_ij u[a][j],  a = 0..D   (u[D] carries the weights of the normaliser)
    Each unordered pair {i, j} costs one exponential and feeds both rows: row i by a register reduction, row j through
    a per-chunk buffer of column sums (fixed chunks, so the result does not depend on the thread count). Two rows x 16
-   columns per inner step give four independent exponentials, which is what lets the out-of-order core overlap their
+   columns (32 with AVX-512F) per inner step give four independent exponentials, which is what lets the out-of-order core overlap their
    latency chains.
    exp2 is a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, and 2^n is added to the exponent
    bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
@@ -19,6 +20,94 @@
    buffer, and the buffers are summed in chunk order: the result is the same for any number of OpenMP threads. */
 #define ATTNLAB_CHUNKS 8
 
+#if defined(__AVX512F__)
+#define ATTNLAB_PAD 32
+#define ATTNLAB_VECTOR_BITS 512
+/* AVX-512F: 16 lanes, two rows x 32 columns per inner step (four independent exponentials, as below) */
+#define DEFINE_SYM(D)                                                                                                 \
+int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, const float *u, float *out) {           \
+    enum { NV = D + 1 };                                                                                            \
+    if (Np % 32) return 1;                                                                                          \
+    const int T = ATTNLAB_CHUNKS; /* fixed, so the sums do not depend on the number of threads */                    \
+    float *buf = aligned_alloc(64, sizeof(float) * NV * (size_t)Np * T);                                            \
+    if (!buf) return 2;                                                                                             \
+    memset(buf, 0, sizeof(float) * NV * (size_t)Np * T);                                                            \
+    _Pragma("omp parallel for schedule(dynamic, 1)")                                                                 \
+        for (int th = 0; th < T; th++) {                                                                          \
+        float *B = buf + (size_t)th * NV * Np;                                                                      \
+        const __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);                \
+        for (int i = 2 * th; i < Np; i += 2 * T) {                                                                   \
+            __m512 qa[D], qb[D];                                                                                    \
+            for (int k = 0; k < D; k++) {                                                                           \
+                qa[k] = _mm512_set1_ps(q[(size_t)k * Np + i]);                                                      \
+                qb[k] = _mm512_set1_ps(q[(size_t)k * Np + i + 1]);                                                  \
+            }                                                                                                       \
+            const __m512 nca = _mm512_set1_ps(-c[i]), ncb = _mm512_set1_ps(-c[i + 1]);                             \
+            float wa[NV], wb[NV];                                                                                   \
+            __m512 s[NV], r[NV];                                                                                    \
+            for (int a = 0; a < NV; a++) {                                                                          \
+                wa[a] = u[(size_t)a * Np + i];                                                                      \
+                wb[a] = u[(size_t)a * Np + i + 1];                                                                  \
+                s[a] = _mm512_setzero_ps();                                                                         \
+                r[a] = _mm512_setzero_ps();                                                                         \
+            }                                                                                                       \
+            const int j0 = i & ~31;                                                                                 \
+            for (int j = j0; j < Np; j += 32) {                                                                     \
+                __m512 c0 = _mm512_loadu_ps(c + j), c1 = _mm512_loadu_ps(c + j + 16);                              \
+                __m512 ta = _mm512_sub_ps(nca, c0), tb = _mm512_sub_ps(ncb, c0);                                    \
+                __m512 ta1 = _mm512_sub_ps(nca, c1), tb1 = _mm512_sub_ps(ncb, c1);                                  \
+                for (int k = D - 1; k >= 0; k--) {                                                                  \
+                    __m512 xk = _mm512_loadu_ps(x + (size_t)k * Np + j);                                            \
+                    __m512 xk1 = _mm512_loadu_ps(x + (size_t)k * Np + j + 16);                                      \
+                    ta = _mm512_fmadd_ps(qa[k], xk, ta);                                                            \
+                    tb = _mm512_fmadd_ps(qb[k], xk, tb);                                                            \
+                    ta1 = _mm512_fmadd_ps(qa[k], xk1, ta1);                                                         \
+                    tb1 = _mm512_fmadd_ps(qb[k], xk1, tb1);                                                         \
+                }                                                                                                   \
+                __m512 g = exp2v16(ta), h = exp2v16(tb), g1 = exp2v16(ta1), h1 = exp2v16(tb1);                      \
+                if (j == j0) { /* strictly upper triangle: keep j > i (the diagonal is added once below) */         \
+                    __m512i jj = _mm512_add_epi32(idx, _mm512_set1_epi32(j));                                       \
+                    __m512i jj1 = _mm512_add_epi32(jj, _mm512_set1_epi32(16));                                      \
+                    __m512i ia = _mm512_set1_epi32(i), ib = _mm512_set1_epi32(i + 1);                               \
+                    g = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj, ia), g);                                    \
+                    h = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj, ib), h);                                    \
+                    g1 = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj1, ia), g1);                                 \
+                    h1 = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj1, ib), h1);                                 \
+                }                                                                                                   \
+                for (int a = 0; a < NV; a++) {                                                                      \
+                    const float *ua = u + (size_t)a * Np + j;                                                       \
+                    float *Ba = B + (size_t)a * Np + j;                                                             \
+                    __m512 v = _mm512_loadu_ps(ua), v1 = _mm512_loadu_ps(ua + 16);                                  \
+                    s[a] = _mm512_fmadd_ps(g, v, _mm512_fmadd_ps(g1, v1, s[a]));                                    \
+                    r[a] = _mm512_fmadd_ps(h, v, _mm512_fmadd_ps(h1, v1, r[a]));                                    \
+                    __m512 WA = _mm512_set1_ps(wa[a]), WB = _mm512_set1_ps(wb[a]);                                  \
+                    _mm512_store_ps(Ba, _mm512_fmadd_ps(g, WA, _mm512_fmadd_ps(h, WB, _mm512_load_ps(Ba))));        \
+                    _mm512_store_ps(Ba + 16, _mm512_fmadd_ps(g1, WA, _mm512_fmadd_ps(h1, WB, _mm512_load_ps(Ba + 16)))); \
+                }                                                                                                   \
+            }                                                                                                       \
+            for (int e = 0; e < 2; e++) { /* the diagonal terms g_ii, and the row sums */                           \
+                int ii = i + e;                                                                                     \
+                float t = -2.0f * c[ii];                                                                            \
+                for (int k = 0; k < D; k++) t += q[(size_t)k * Np + ii] * x[(size_t)k * Np + ii];                   \
+                float gii = _mm512_cvtss_f32(exp2v16(_mm512_set1_ps(t)));                                           \
+                for (int a = 0; a < NV; a++)                                                                        \
+                    B[(size_t)a * Np + ii] += hsum16(e ? r[a] : s[a]) + gii * u[(size_t)a * Np + ii];               \
+            }                                                                                                       \
+        }                                                                                                           \
+    }                                                                                                               \
+    for (size_t k = 0; k < (size_t)NV * Np; k++) {                                                                  \
+        float sum = 0.0f;                                                                                           \
+        for (int th = 0; th < T; th++) sum += buf[(size_t)th * NV * Np + k];                                        \
+        out[k] = sum;                                                                                               \
+    }                                                                                                               \
+    free(buf);                                                                                                      \
+    return 0;                                                                                                       \
+}
+
+#else
+#define ATTNLAB_PAD 16
+#define ATTNLAB_VECTOR_BITS 256
+/* AVX2: 8 lanes, two rows x 16 columns per inner step */
 #define DEFINE_SYM(D)                                                                                                 \
 int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, const float *u, float *out) {           \
     enum { NV = D + 1 };                                                                                            \
@@ -98,6 +187,8 @@ int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, con
     return 0;                                                                                                       \
 }
 
+#endif
+
 DEFINE_SYM(2)
 DEFINE_SYM(3)
 DEFINE_SYM(4)
@@ -105,3 +196,50 @@ DEFINE_SYM(5)
 DEFINE_SYM(6)
 DEFINE_SYM(7)
 DEFINE_SYM(8)
+
+/* The padding of Np and the vector width this build uses (512: the AVX-512F variant above, 256: AVX2). */
+int attnlab_sym_pad(void) { return ATTNLAB_PAD; }
+int attnlab_sym_vector_bits(void) { return ATTNLAB_VECTOR_BITS; }
+
+/* The CPU's exponential throughput bound for this kernel: every thread of the OpenMP pool evaluates n_iter x 4
+   independent vectors of exp2 (the kernel's polynomial, at the kernel's vector width) and sums them; returns the
+   exponentials per second (wall time) and writes the sum to *sink so that nothing is optimised away. */
+double attnlab_exp2_per_second(long n_iter, float *sink) {
+    double t0 = omp_get_wtime();
+    long total = 0;
+    float acc_all = 0.0f;
+    _Pragma("omp parallel reduction(+ : total, acc_all)")
+    {
+#if defined(__AVX512F__)
+        const __m512 lane = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        __m512 t0v = _mm512_fmadd_ps(lane, _mm512_set1_ps(-0.01f), _mm512_set1_ps(-1.0f));
+        __m512 t1v = _mm512_sub_ps(t0v, _mm512_set1_ps(0.25f)), t2v = _mm512_sub_ps(t0v, _mm512_set1_ps(0.5f));
+        __m512 t3v = _mm512_sub_ps(t0v, _mm512_set1_ps(0.75f)), step = _mm512_set1_ps(-1e-6f);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (long k = 0; k < n_iter; k++) {
+            a0 = _mm512_add_ps(a0, exp2v16(t0v)); a1 = _mm512_add_ps(a1, exp2v16(t1v));
+            a2 = _mm512_add_ps(a2, exp2v16(t2v)); a3 = _mm512_add_ps(a3, exp2v16(t3v));
+            t0v = _mm512_add_ps(t0v, step); t1v = _mm512_add_ps(t1v, step);
+            t2v = _mm512_add_ps(t2v, step); t3v = _mm512_add_ps(t3v, step);
+        }
+        acc_all += hsum16(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+        total += n_iter * 4 * 16;
+#else
+        const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256 t0v = _mm256_fmadd_ps(lane, _mm256_set1_ps(-0.01f), _mm256_set1_ps(-1.0f));
+        __m256 t1v = _mm256_sub_ps(t0v, _mm256_set1_ps(0.25f)), t2v = _mm256_sub_ps(t0v, _mm256_set1_ps(0.5f));
+        __m256 t3v = _mm256_sub_ps(t0v, _mm256_set1_ps(0.75f)), step = _mm256_set1_ps(-1e-6f);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (long k = 0; k < n_iter; k++) {
+            a0 = _mm256_add_ps(a0, exp2v(t0v)); a1 = _mm256_add_ps(a1, exp2v(t1v));
+            a2 = _mm256_add_ps(a2, exp2v(t2v)); a3 = _mm256_add_ps(a3, exp2v(t3v));
+            t0v = _mm256_add_ps(t0v, step); t1v = _mm256_add_ps(t1v, step);
+            t2v = _mm256_add_ps(t2v, step); t3v = _mm256_add_ps(t3v, step);
+        }
+        acc_all += hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        total += n_iter * 4 * 8;
+#endif
+    }
+    *sink = acc_all;
+    return (double)total / (omp_get_wtime() - t0);
+}

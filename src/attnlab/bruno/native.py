@@ -22,8 +22,10 @@ which is the (m, acc) pair of the blocked kernels, so SA, USA and log Z follow a
 scores cannot overflow, and otherwise falls back to the JAX kernels.
 
 The C source (``_attention_native.c``) is built and cached by :mod:`attnlab.native` (on first use, ``-O3 -march=native
--fopenmp``). Without a compiler, AVX2 or FMA, or with ``ATTNLAB_NATIVE=0``, :func:`available` is False and every caller
-uses the JAX kernels; :func:`unavailable_reason` says why.
+-fopenmp``). On a CPU with AVX-512F the build is the 16-lane variant (two rows by 32 columns per inner step, tokens
+padded to a multiple of 32), elsewhere the AVX2 one (8 lanes, padding 16); :func:`vector_bits` says which. Without a
+compiler, AVX2 or FMA, or with ``ATTNLAB_NATIVE=0``, :func:`available` is False and every caller uses the JAX kernels;
+:func:`unavailable_reason` says why.
 """
 
 from __future__ import annotations
@@ -35,10 +37,9 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D"]
+__all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D", "vector_bits", "exp2_per_second"]
 
 MAX_D = 8
-PAD = 16
 
 
 def _setup(lib):
@@ -47,6 +48,10 @@ def _setup(lib):
         fn = getattr(lib, f"attnlab_sym_d{d}")
         fn.argtypes = [ctypes.c_int, ptr, ptr, ptr, ptr, ptr]
         fn.restype = ctypes.c_int
+    for name in ("attnlab_sym_pad", "attnlab_sym_vector_bits"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [], ctypes.c_int
+    lib.attnlab_exp2_per_second.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_float)]
+    lib.attnlab_exp2_per_second.restype = ctypes.c_double
 
 
 _KERNEL = _build.Kernel(Path(__file__).with_name("_attention_native.c"), _setup)
@@ -73,7 +78,8 @@ def symmetric_sums(q2, c, x, u):
     n, d = np.shape(x)
     if not 2 <= d <= MAX_D or np.shape(u) != (n, d + 1):
         raise ValueError(f"need 2 <= d <= {MAX_D} and u of shape (N, d + 1); got x {np.shape(x)}, u {np.shape(u)}")
-    n_pad = -(-n // PAD) * PAD
+    pad = lib.attnlab_sym_pad()
+    n_pad = -(-n // pad) * pad
     qs, xs, us = _soa(q2, n_pad), _soa(x, n_pad), _soa(u, n_pad)
     cs = _soa(c, n_pad, 1e30)  # padded tokens: every score with them is clamped to 2^-125, times u = 0
     out = np.empty((d + 1, n_pad), np.float32)
@@ -82,3 +88,19 @@ def symmetric_sums(q2, c, x, u):
     if status != 0:
         raise RuntimeError(f"native kernel failed (status {status})")
     return out[:, :n].T.copy()
+
+
+def vector_bits() -> int | None:
+    """The vector width the kernel was built for on this CPU: 512 (AVX-512F), 256 (AVX2), None if unavailable. The two
+    variants sum in a different order, so their float32 results differ in the last bits; the width is part of the
+    implementation a run records (:func:`attnlab.bruno.presets.implementations`)."""
+    lib = _KERNEL.lib()
+    return None if lib is None else int(lib.attnlab_sym_vector_bits())
+
+
+def exp2_per_second(n_iter: int = 2_000_000) -> float:
+    """The CPU's exponential throughput at the kernel's vector width and thread count: exponentials per second of a
+    tight loop of the kernel's own exp2 polynomial on every OpenMP thread (the bound of ``bench/particles.py``)."""
+    lib = _KERNEL.require()
+    sink = ctypes.c_float()
+    return float(lib.attnlab_exp2_per_second(int(n_iter), ctypes.byref(sink)))

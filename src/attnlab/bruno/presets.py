@@ -152,13 +152,16 @@ def _initial(cfg: BrunoConfig, key):
 
 def implementations(cfg: BrunoConfig) -> dict[str, str]:
     """The implementation of the attention sums of a run with ``cfg`` (``cfg.implementation`` resolved here): the C
-    kernel of :mod:`attnlab.bruno.native` applies in float32 for 2 <= d <= 8 on the CPU backend. Where it runs, a
+    kernel of :mod:`attnlab.bruno.native` applies in float32 for 2 <= d <= 8 on the CPU backend; where it runs, its
+    vector width (``attention_vector_bits``: 512 or 256) is recorded too. Where it runs, a
     call whose rows underflow is redone by the JAX kernels (deterministic: the same inputs take the same path)."""
     applies = (cfg.kernel_dtype == "float32" and 2 <= cfg.d <= bruno_native.MAX_D
                and jax.default_backend() == "cpu" and bruno_native.available())
-    return {"attention": _build.choose(cfg.implementation, applies, f"kernel_dtype float32 and d <= "
-                                                                    f"{bruno_native.MAX_D}",
-                                         bruno_native.unavailable_reason())}
+    impl = _build.choose(cfg.implementation, applies, f"kernel_dtype float32 and d <= {bruno_native.MAX_D}",
+                         bruno_native.unavailable_reason())
+    if impl == "native":  # the two builds sum in different orders: the width is part of what gives the numbers
+        return {"attention": impl, "attention_vector_bits": str(bruno_native.vector_bits())}
+    return {"attention": impl}
 
 
 def _simulate(cfg, x0, V, times, progress, offset=0, total=1):
