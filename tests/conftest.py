@@ -64,25 +64,6 @@ def tiny_bert_dir(tmp_path_factory):
 def probing_quick_run(tmp_path_factory, tiny_bert_dir):
     """marion-bert-probing's quick run at seed 0 on :func:`tiny_bert_dir` (``model_dir`` set), computed once per
     session and shared by the test workers as ``quick_run`` shares the other presets' runs."""
-    import fcntl
+    from quick_runs import quick_run, shared_root
 
-    from attnlab.api import Run
-    from attnlab.app import store
-    from attnlab.registry import Check, all_presets, resolve_config
-    from quick_runs import shared_root
-
-    root = shared_root(tmp_path_factory)
-    name = "marion-bert-probing"
-    preset = all_presets()[name]
-    config = resolve_config(preset, quick=True, overrides={"model_dir": str(tiny_bert_dir)})
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            res = store.run_preset(preset, config, 0, quick=True, out_dir=root / name, figures=False)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    s = res.summary
-    with runtime.x64():
-        data = store.read_data(res.run_dir)
-    return Run(preset, config, 0, True, data, s["metrics"], [Check.from_dict(c) for c in s["checks"]],
-               s["implementations"], s["elapsed_s"], s["finding"], res.run_dir)
+    return quick_run("marion-bert-probing", shared_root(tmp_path_factory), {"model_dir": str(tiny_bert_dir)})

@@ -4,8 +4,8 @@ The conformance test, the papers' preset tests and the example notebooks all nee
 each once (and compiling its programs once) is most of the suite's time. :func:`quick_run` stores a run with
 :func:`attnlab.app.store.run_preset` (no figures) under a directory shared by the pytest-xdist workers of the session,
 behind an exclusive file lock per preset: the first test to ask runs it, the others wait for it and read the
-finished run directory. Only the plain quick config (seed 0, no overrides) is shared; a test that needs other
-settings runs them itself.
+finished run directory. Only the plain quick config (seed 0, no overrides but a preset's required local input) is
+shared; a test that needs other settings runs them itself.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ def shared_root(tmp_path_factory) -> Path:
     return root
 
 
-def quick_run(name: str, root: Path) -> Run:
-    """The quick run of preset ``name`` at seed 0 (computed by the first caller of the session, then read)."""
+def quick_run(name: str, root: Path, overrides: dict | None = None) -> Run:
+    """The quick run of preset ``name`` at seed 0 (computed by the first caller of the session, then read); with
+    ``overrides`` (a preset that needs a local input, such as a model directory) every caller must pass the same."""
     preset = all_presets()[name]
-    config = resolve_config(preset, quick=True)
+    config = resolve_config(preset, quick=True, overrides=overrides or {})
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
