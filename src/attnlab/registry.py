@@ -72,6 +72,19 @@ class Check:
         """A check that could not be evaluated here, with the ``reason``; it never passes."""
         return cls(name, theory, math.nan, math.nan, basis, reason=reason)
 
+    @classmethod
+    def where_finite(cls, name: str, *, theory, simulation, tolerance, **kw) -> Check:
+        """The check, or :meth:`not_evaluated` (saying which) where a side or the tolerance is not finite, or the
+        tolerance is not positive (e.g. a standard error of zero over identical repeats)."""
+        bad = [label for label, x in (("theory", theory), ("simulation", simulation), ("tolerance", tolerance))
+               if not math.isfinite(float(x))]
+        if bad:
+            return cls.not_evaluated(name, f"non-finite {', '.join(bad)}", theory=float(theory),
+                                     basis=kw.get("basis", ""))
+        if not float(tolerance) > 0:
+            return cls.not_evaluated(name, "zero standard error", theory=float(theory), basis=kw.get("basis", ""))
+        return cls(name, theory=float(theory), simulation=float(simulation), tolerance=float(tolerance), **kw)
+
     @property
     def evaluated(self) -> bool:
         return not self.reason

@@ -362,18 +362,6 @@ def _mean_se(x):
     return float(np.mean(x)), float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size > 1 else math.nan
 
 
-def _check(name, *, theory, simulation, tolerance, **kw) -> Check:
-    """:class:`Check`, or :meth:`Check.not_evaluated` where a side or the tolerance is not finite and positive."""
-    bad = [label for label, x in (("theory", theory), ("simulation", simulation), ("tolerance", tolerance))
-           if not math.isfinite(float(x))]
-    if bad:
-        return Check.not_evaluated(name, f"non-finite {', '.join(bad)}", theory=float(theory),
-                                   basis=kw.get("basis", ""))
-    if not float(tolerance) > 0:
-        return Check.not_evaluated(name, "zero standard error", theory=float(theory), basis=kw.get("basis", ""))
-    return Check(name, theory=float(theory), simulation=float(simulation), tolerance=float(tolerance), **kw)
-
-
 def _value_balance(ds, law: str):
     """``|nu_hj| - |nu_hj'|`` of every head at the last log under ``law``, j the direction of its larger ``|kappa|``
     (flat array). Under shared signal noise the risk sees ``v*_1, v*_2`` only through ``v*_1 + v*_2`` (``y - eps xi =
@@ -428,13 +416,13 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
     mean_f, se_f = float(ds.onestep_full_mean), float(ds.onestep_full_se)
     mean_r, se_r = float(ds.onestep_reduced_mean), float(ds.onestep_reduced_se)
     n_one = int(ds.onestep_full_mean.attrs["n_samples"])
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "reduced chain vs full-vector update: mean sum (u . t)^2 after one update (run 0's final state)",
         theory=mean_r, simulation=mean_f, tolerance=5.0 * math.hypot(se_f, se_r),
         basis=f"5 SE, {n_one} draws each, step size {ds.onestep_full_mean.attrs['step_size']:g}",
         control="the reduced chain without the gradient components outside the frame",
         control_theory=float(ds.onestep_control_mean)))
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "sphere constraint after a full-vector update: max ||u| - 1|", theory=0.0,
         simulation=float(ds.onestep_sphere_deviation), tolerance=1e-12, basis="float64 round-off bound",
         control="the projected step before normalisation, max ||u~| - 1|",
@@ -443,7 +431,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
     risk_final = last.excess_risk.values.reshape(-1)
     mc = ds.mc_excess_risk.values.reshape(-1)
     mc_se = ds.mc_excess_risk_se.values.reshape(-1)
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "closed-form excess risk vs Monte Carlo in R^d (final states, mean over runs and laws)",
         theory=float(np.mean(risk_final)), simulation=float(np.mean(mc)),
         tolerance=5.0 * float(np.sqrt(np.sum(mc_se**2))) / mc.size,
@@ -457,7 +445,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
         checks.append(Check.not_evaluated(name, "one run: the standard error over runs needs two",
                                           theory=float(np.mean(risk_final))))
     else:
-        checks.append(_check(
+        checks.append(Check.where_finite(
             name, theory=float(np.mean(risk_final)), simulation=float(last.test_excess_risk.mean()),
             tolerance=5.0 * float(np.std(gap, ddof=1) / np.sqrt(gap.size)), basis=f"5 SE over {gap.size} runs",
             control=f"the closed form at the first log (step {int(ds.step[0])})",
@@ -465,7 +453,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
 
     t_last = int(ds.step[-1]) - (1 if cfg.notebook_logging else 0)
     frozen = cfg.lambda0 / (1.0 + cfg.schedule_rate * min(t_last, cfg.schedule_cap))
-    checks.append(_check(
+    checks.append(Check.where_finite(
         f"erf scale of the last log (update {t_last}) vs lambda0 / (1 + rate min(t, cap))", theory=frozen,
         simulation=float(last["lambda"]), tolerance=1e-12, basis="float64 round-off bound",
         control="Part A's uncapped schedule lambda0 / (1 + 1e-4 t)",
@@ -479,7 +467,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
             checks.append(Check.not_evaluated(name, "one head: the standard error needs two", theory=0.0))
         else:
             m, se = _mean_se(bal)
-            checks.append(_check(
+            checks.append(Check.where_finite(
                 name, theory=0.0, simulation=m, tolerance=5.0 * se, basis=f"5 SE over {bal.size} heads",
                 control="the same under independent noises, on the same draws",
                 control_simulation=float(np.mean(ctl))))
@@ -500,7 +488,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
                     theory=float(np.mean(ref))))
                 continue
             (m_ref, se_ref), (m, se) = _mean_se(ref), _mean_se(ours)
-            checks.append(_check(
+            checks.append(Check.where_finite(
                 name, theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se_ref, se),
                 basis=f"5 SE of the difference, {ref.size // 2} notebook runs and {ours.size // 2} here",
                 control="a deliberately permuted run: head 2's directions swapped before classifying",

@@ -411,18 +411,6 @@ def bars(ds: xr.Dataset) -> dict[str, tuple[float, float, float]]:
     return out
 
 
-def _check(name, *, theory, simulation, tolerance, **kw) -> Check:
-    """:class:`Check`, or :meth:`Check.not_evaluated` where a side or the tolerance is not finite and positive."""
-    bad = [label for label, x in (("theory", theory), ("simulation", simulation), ("tolerance", tolerance))
-           if not math.isfinite(float(x))]
-    if bad:
-        return Check.not_evaluated(name, f"non-finite {', '.join(bad)}", theory=float(theory),
-                                   basis=kw.get("basis", ""))
-    if not float(tolerance) > 0:
-        return Check.not_evaluated(name, "zero standard error", theory=float(theory), basis=kw.get("basis", ""))
-    return Check(name, theory=float(theory), simulation=float(simulation), tolerance=float(tolerance), **kw)
-
-
 def _reference_reason(ds: xr.Dataset, cfg: BertProbingConfig) -> str | None:
     """Why the notebook's numbers do not apply to this run (None when they do)."""
     what = []
@@ -466,7 +454,7 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
 
     checks = []
     dev = np.abs(ds.split_size - ds.split_size_spec).values
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "template generator: largest |split size - spec's| over the 5 splits (15552/4608/3072/144/96)",
         theory=0.0, simulation=float(dev.max()), tolerance=0.5, basis="exact: integer counts (half a sentence)",
         control="the test split without the notebook's duplicate test_b",
@@ -474,13 +462,13 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
     frac = ds.list_positive_fraction.values
     flipped = ds.list_positive_fraction_flipped.values
     n_min = int(ds.list_size.min())
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "template generator: positive fraction of the 8 lists, the farthest from 1/2",
         theory=0.5, simulation=float(frac[np.argmax(np.abs(frac - 0.5))]), tolerance=0.5 / n_min,
         basis=f"exact: half a sentence of the smallest list ({n_min})",
         control="labels with the negative adjective 'mean' read as positive",
         control_simulation=float(flipped[np.argmax(np.abs(flipped - 0.5))])))
-    checks.append(_check(
+    checks.append(Check.where_finite(
         f"template generator: the spec's {int(ds.spec_sentence_mismatches.attrs['n_quoted'])} quoted first/last "
         "sentences not generated", theory=0.0, simulation=float(ds.spec_sentence_mismatches), tolerance=0.5,
         basis="exact: a count (half a sentence)",
@@ -489,7 +477,7 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
 
     eps = float(ds.attrs["eps"])
     rel = float((ds.forward_error / ds.forward_scale).max())
-    checks.append(_check(
+    checks.append(Check.where_finite(
         f"batched JAX forward pass ({ds.attrs['precision']}, padded) vs float64 NumPy reference (unpadded): max "
         f"|h - h_ref| / max |h_ref| over {ds.sizes['check_sentence']} sentences and {L + 1} layers",
         theory=0.0, simulation=rel, tolerance=1000.0 * eps,
@@ -497,7 +485,7 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
         control="the JAX pass without the attention mask (padding attended to)",
         control_simulation=float((ds.forward_error_nomask / ds.forward_scale).max())))
     scale = ds.cls_scale.values
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "layer-0 [CLS] state is the same for every sentence: max |h_i - h_1| / max |h|",
         theory=0.0, simulation=float(ds.cls_spread.values[0] / scale[0]), tolerance=8.0 * eps,
         basis=f"round-off bound: 8 eps of {ds.attrs['precision']}",
@@ -505,7 +493,7 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
     train_acc = acc.sel(split="train").values
     n_train = int(metrics["n_train"])
     best = int(np.argmax(train_acc[1:])) + 1
-    checks.append(_check(
+    checks.append(Check.where_finite(
         "layer-0 probe's training accuracy = 1/2 (constant feature, balanced labels)",
         theory=0.5, simulation=float(train_acc[0]), tolerance=0.5 / n_train,
         basis=f"exact: half a sentence of {n_train}",
@@ -515,7 +503,7 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
     if R < 2:
         checks.append(Check.not_evaluated(name, "one permutation: the standard error needs two", theory=0.5))
     else:
-        checks.append(_check(
+        checks.append(Check.where_finite(
             name, theory=0.5, simulation=sh_test, tolerance=5.0 * sh_se_seed,
             basis=f"5 SE over {R} label permutations",
             control="the probes fit on the true labels", control_simulation=true_test))
@@ -527,13 +515,13 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
         per_fit = ds.accuracy.sel(split="train").values  # (seed, layer)
         se = lambda layer, p: math.hypot(  # noqa: E731
             float(np.std(per_fit[:, layer], ddof=1) / np.sqrt(R)) if R > 1 else 0.0, math.sqrt(p * (1 - p) / n_train))
-        ref_checks.append(lambda: _check(
+        ref_checks.append(lambda: Check.where_finite(
             "notebook: layer-1 probe's training accuracy 0.9764", theory=p1, simulation=float(train_acc[1]),
             tolerance=5.0 * se(1, p1), basis="5 SE (fits; binomial over the training sentences)",
             control="the layer-2 probe's training accuracy", control_simulation=float(train_acc[2])))
         p = 1.0 - 1.0 / n_train  # the binomial SE at p = 1 is 0: at least one sentence's worth
         worst = 2 + int(np.argmin(train_acc[2:]))
-        ref_checks.append(lambda: _check(
+        ref_checks.append(lambda: Check.where_finite(
             "notebook: training accuracy 1.0 from layer 2 on (the lowest layer's)", theory=1.0,
             simulation=float(train_acc[worst]), tolerance=5.0 * se(worst, p),
             basis="5 SE (fits; binomial over the training sentences, p at least 1 - 1/n)",
@@ -545,7 +533,7 @@ def summarize(ds: xr.Dataset, cfg: BertProbingConfig):
         m, se_seed, se_sent = b[bar]
         ctl_name, ctl_value = controls.get(bar, ("the in-distribution test bar", b["test"][0]))
         ref_checks.append(lambda bar=bar, m=m, se_seed=se_seed, se_sent=se_sent, ctl_name=ctl_name,
-                          ctl_value=ctl_value: _check(
+                          ctl_value=ctl_value: Check.where_finite(
             f"notebook bar '{BAR_NAMES[bar]}' {NOTEBOOK_BARS[bar]:.2f} (layers 1-{L} pooled)",
             theory=NOTEBOOK_BARS[bar], simulation=m, tolerance=5.0 * math.hypot(se_seed, se_sent) + 0.005,
             basis="5 SE (fits; distinct sentences) plus half the printed unit", control=ctl_name,
