@@ -47,7 +47,7 @@ def test_forced_jax_is_jax_whatever_the_kernel(kernel):
 def test_forced_native_with_the_kernel_and_without(kernel):
     kernel(True)
     if jax.default_backend() == "cpu":
-        assert _recorded(implementation="native")[1] == {"rgd": "native"}
+        assert _recorded(implementation="native")[1] == {"rgd": "native", "rgd_lanes": str(rgd_native.lanes())}
     kernel(False)
     with pytest.raises(AttnlabError, match="implementation='native' cannot run: no C compiler found") as err:
         _recorded(implementation="native")
@@ -60,7 +60,7 @@ def test_forced_native_with_the_kernel_and_without(kernel):
 def test_auto_resolves_by_availability_and_ATTNLAB_NATIVE(kernel, monkeypatch):
     kernel(True)
     on_cpu = jax.default_backend() == "cpu"
-    assert _recorded()[1] == {"rgd": "native" if on_cpu else "jax"}
+    assert _recorded()[1]["rgd"] == ("native" if on_cpu else "jax")
     assert _recorded(token_dtype="float64")[1] == {"rgd": "jax"}
     monkeypatch.undo()  # the real kernel: ATTNLAB_NATIVE=0 turns it off at the next call
     monkeypatch.setenv("ATTNLAB_NATIVE", "0")

@@ -1,16 +1,17 @@
 /* Riemannian gradient descent of softmax attention on an empirical risk (Dohmatob, NeurIPS 2025, eq. 29), with the token
-   products and the per-token arithmetic in float32 (AVX2 + FMA, OpenMP over repeats): see attnlab/dohmatob/rgd_native.py.
+   products and the per-token arithmetic in float32 (AVX-512F with 16 lanes, else AVX2 + FMA with 8; OpenMP over
+   repeats): see attnlab/dohmatob/rgd_native.py.
 
-   Per repeat: tokens X (nb, L, d, 8) float32, sample-lane layout: block b holds samples 8b..8b+7, one per lane of
-   every 8-float vector x[l][j] (coordinate j of token l); the samples beyond n are zero tokens with label 0, which
-   add nothing (sigma(0) = 0 for every link, so their residual is 0). Labels Y (K, 8 nb); K runs share the tokens,
+   Per repeat: tokens X (nb, L, d, VL) float32, sample-lane layout: block b holds samples VL b..VL b + VL - 1, one per
+   lane of every vector x[l][j] (coordinate j of token l); the samples beyond n are zero tokens with label 0, which
+   add nothing (sigma(0) = 0 for every link, so their residual is 0). Labels Y (K, VL nb); K runs share the tokens,
    run k with parameters u = W[k], v = W[K + k] (float64) and link link[k]. One step:
        a_l = lam <x_l, u>, b_l = <x_l, v>, w = softmax(a) over the L tokens, g_l = sigma(b_l), f = sum_l w_l g_l,
        r = f - y,  dL/da_l = (2/n) r lam w_l (g_l - f),  dL/db_l = (2/n) r w_l sigma'(b_l),
        grad_u = sum over samples and tokens of dL/da_l x_l, grad_v likewise,
        w <- (w - step_size (g - (w.g) w)) / |.|    for every row (float64).
    With the samples in the lanes, every step is vertical: the scores of a block are tiles of 4 tokens x 3 rows (one
-   broadcast coefficient of a row times 8 samples' coordinate), the softmax over the L tokens is a max, exp and sum
+   broadcast coefficient of a row times VL samples' coordinate), the softmax over the L tokens is a max, exp and sum
    across L vectors (no horizontal reduction, no idle lane), and the gradient accumulates per lane (tiles of 4 rows
    x 3 coordinates over the L tokens of a block, the block's tokens still in cache). The float32 lane gradients are
    added into float64 lane accumulators every FLUSH blocks and summed over the lanes once per step. Each repeat runs
@@ -20,40 +21,102 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FLUSH 8 /* blocks of 8 samples summed in float32 (8 L terms per lane) before the float64 accumulator */
 
-/* S[r L + t] = sum_j w_r[j] x_t[j] (8 samples per vector) for NT tokens (stride 8 d floats) and NR rows (stride d),
+/* The vector of VL float32 lanes (VL samples) and its operations: 16 lanes where the compiler targets AVX-512F
+   (-march=native on such a CPU), else 8 (AVX2). Every lane is one sample, so the per-sample arithmetic is the same at
+   both widths; only the float32 partial sums of the gradient over a lane's samples group them differently. */
+#if defined(__AVX512F__)
+#define VL 16
+#define VBYTES 64
+typedef __m512 vf;
+typedef __m512d vd;
+#define vzero() _mm512_setzero_ps()
+#define vset1(a) _mm512_set1_ps(a)
+#define vbcast(p) _mm512_set1_ps(*(p))
+#define vloadu(p) _mm512_loadu_ps(p)
+#define vfmadd(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define vadd(a, b) _mm512_add_ps(a, b)
+#define vsub(a, b) _mm512_sub_ps(a, b)
+#define vmul(a, b) _mm512_mul_ps(a, b)
+#define vmax(a, b) _mm512_max_ps(a, b)
+#define vdiv(a, b) _mm512_div_ps(a, b)
+#define vexp2(a) exp2v16(a)
+#define vadd_pd(a, b) _mm512_add_pd(a, b)
+#define vcvt_lo(a) _mm512_cvtps_pd(_mm512_castps512_ps256(a))
+#define vcvt_hi(a) _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))
+/* sigma'(b) of relu: 1 where b > 0, 1/2 where b = 0 (as jax.jvp of jnp.maximum), 0 elsewhere */
+static inline vf vrelu_step(vf b) {
+    return _mm512_add_ps(_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(b, vzero(), _CMP_GT_OQ), vset1(1.0f)),
+                         _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(b, vzero(), _CMP_EQ_OQ), vset1(0.5f)));
+}
+static double hsum_pd2(vd a, vd b) { return _mm512_reduce_add_pd(_mm512_add_pd(a, b)); }
+#else
+#define VL 8
+#define VBYTES 32
+typedef __m256 vf;
+typedef __m256d vd;
+#define vzero() _mm256_setzero_ps()
+#define vset1(a) _mm256_set1_ps(a)
+#define vbcast(p) _mm256_broadcast_ss(p)
+#define vloadu(p) _mm256_loadu_ps(p)
+#define vfmadd(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define vadd(a, b) _mm256_add_ps(a, b)
+#define vsub(a, b) _mm256_sub_ps(a, b)
+#define vmul(a, b) _mm256_mul_ps(a, b)
+#define vmax(a, b) _mm256_max_ps(a, b)
+#define vdiv(a, b) _mm256_div_ps(a, b)
+#define vexp2(a) exp2v(a)
+#define vadd_pd(a, b) _mm256_add_pd(a, b)
+#define vcvt_lo(a) _mm256_cvtps_pd(_mm256_castps256_ps128(a))
+#define vcvt_hi(a) _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1))
+static inline vf vrelu_step(vf b) {
+    return _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(b, vzero(), _CMP_GT_OQ), vset1(1.0f)),
+                         _mm256_and_ps(_mm256_cmp_ps(b, vzero(), _CMP_EQ_OQ), vset1(0.5f)));
+}
+static double hsum_pd2(vd a, vd b) {
+    vd s = _mm256_add_pd(a, b);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+#endif
+
+/* The lanes of this build (the Python side packs the samples in blocks of VL). */
+int attnlab_rgd_lanes(void) { return VL; }
+
+#define FLUSH 8 /* blocks of VL samples summed in float32 (8 L terms per lane) before the float64 accumulator */
+
+/* S[r L + t] = sum_j w_r[j] x_t[j] (VL samples per vector) for NT tokens (stride VL d floats) and NR rows (stride d),
    summed in float32 over chunks of at most JB coordinates whose sums are then added (about JB + d / JB roundings
    deep instead of d). */
 #define JB 25
 static inline __attribute__((always_inline)) void score_tile(const int NT, const int NR, const float *x,
-                                                             const float *w, int d, __m256 *S, int L) {
+                                                             const float *w, int d, vf *S, int L) {
     for (int j0 = 0; j0 < d; j0 += JB) {
         const int j1 = j0 + JB < d ? j0 + JB : d;
-        __m256 acc[4][3];
+        vf acc[4][3];
         for (int t = 0; t < NT; t++)
-            for (int r = 0; r < NR; r++) acc[t][r] = _mm256_setzero_ps();
+            for (int r = 0; r < NR; r++) acc[t][r] = vzero();
         for (int j = j0; j < j1; j++) {
-            __m256 wv[3];
-            for (int r = 0; r < NR; r++) wv[r] = _mm256_broadcast_ss(w + r * d + j);
+            vf wv[3];
+            for (int r = 0; r < NR; r++) wv[r] = vbcast(w + r * d + j);
             for (int t = 0; t < NT; t++) {
-                __m256 xv = _mm256_loadu_ps(x + ((size_t)t * d + j) * 8);
-                for (int r = 0; r < NR; r++) acc[t][r] = _mm256_fmadd_ps(xv, wv[r], acc[t][r]);
+                vf xv = vloadu(x + ((size_t)t * d + j) * VL);
+                for (int r = 0; r < NR; r++) acc[t][r] = vfmadd(xv, wv[r], acc[t][r]);
             }
         }
         for (int t = 0; t < NT; t++)
-            for (int r = 0; r < NR; r++) S[r * L + t] = j0 ? _mm256_add_ps(S[r * L + t], acc[t][r]) : acc[t][r];
+            for (int r = 0; r < NR; r++) S[r * L + t] = j0 ? vadd(S[r * L + t], acc[t][r]) : acc[t][r];
     }
 }
 
 #define SCORE_ROWS(NT)                                                                                              \
     do {                                                                                                            \
         int r = 0;                                                                                                  \
-        for (; r + 3 <= R2; r += 3) score_tile(NT, 3, x + (size_t)t * d * 8, W32 + r * d, d, S + r * L + t, L);     \
-        for (; r < R2; r++) score_tile(NT, 1, x + (size_t)t * d * 8, W32 + r * d, d, S + r * L + t, L);             \
+        for (; r + 3 <= R2; r += 3) score_tile(NT, 3, x + (size_t)t * d * VL, W32 + r * d, d, S + r * L + t, L);     \
+        for (; r < R2; r++) score_tile(NT, 1, x + (size_t)t * d * VL, W32 + r * d, d, S + r * L + t, L);             \
     } while (0)
 
-static void scores(const float *x, int L, int d, const float *W32, int R2, __m256 *S) {
+static void scores(const float *x, int L, int d, const float *W32, int R2, vf *S) {
     int t = 0;
     for (; t + 4 <= L; t += 4) SCORE_ROWS(4);
     for (; t < L; t++) SCORE_ROWS(1);
@@ -61,16 +124,16 @@ static void scores(const float *x, int L, int d, const float *W32, int R2, __m25
 
 /* G[r d + c] += sum_l C[r L + l] x_l[j + c] for NR rows and NC coordinates (x at coordinate j of token 0). */
 static inline __attribute__((always_inline)) void grad_tile(const int NR, const int NC, const float *x, int d, int L,
-                                                            const __m256 *C, __m256 *G) {
-    __m256 acc[4][3];
+                                                            const vf *C, vf *G) {
+    vf acc[4][3];
     for (int r = 0; r < NR; r++)
         for (int c = 0; c < NC; c++) acc[r][c] = G[r * d + c];
     for (int l = 0; l < L; l++) {
-        __m256 xv[3];
-        for (int c = 0; c < NC; c++) xv[c] = _mm256_loadu_ps(x + ((size_t)l * d + c) * 8);
+        vf xv[3];
+        for (int c = 0; c < NC; c++) xv[c] = vloadu(x + ((size_t)l * d + c) * VL);
         for (int r = 0; r < NR; r++) {
-            const __m256 cr = C[r * L + l];
-            for (int c = 0; c < NC; c++) acc[r][c] = _mm256_fmadd_ps(cr, xv[c], acc[r][c]);
+            const vf cr = C[r * L + l];
+            for (int c = 0; c < NC; c++) acc[r][c] = vfmadd(cr, xv[c], acc[r][c]);
         }
     }
     for (int r = 0; r < NR; r++)
@@ -80,11 +143,11 @@ static inline __attribute__((always_inline)) void grad_tile(const int NR, const 
 #define GRAD_COLS(NC)                                                                                               \
     do {                                                                                                            \
         int r = 0;                                                                                                  \
-        for (; r + 4 <= R2; r += 4) grad_tile(4, NC, x + 8 * j, d, L, C + r * L, G + r * d + j);                   \
-        for (; r < R2; r++) grad_tile(1, NC, x + 8 * j, d, L, C + r * L, G + r * d + j);                           \
+        for (; r + 4 <= R2; r += 4) grad_tile(4, NC, x + VL * j, d, L, C + r * L, G + r * d + j);                   \
+        for (; r < R2; r++) grad_tile(1, NC, x + VL * j, d, L, C + r * L, G + r * d + j);                           \
     } while (0)
 
-static void gradient(const float *x, int L, int d, const __m256 *C, int R2, __m256 *G) {
+static void gradient(const float *x, int L, int d, const vf *C, int R2, vf *G) {
     int j = 0;
     for (; j + 3 <= d; j += 3) GRAD_COLS(3);
     switch (d - j) {
@@ -93,58 +156,57 @@ static void gradient(const float *x, int L, int d, const __m256 *C, int R2, __m2
     }
 }
 
-/* Softmax, link and residual of one run on a block (scores Su, Sv: L vectors of 8 samples); adds r^2 into the two
+/* Softmax, link and residual of one run on a block (scores Su, Sv: L vectors of VL samples); adds r^2 into the two
    float64 lane accumulators loss; writes the token coefficients Cu, Cv of u and v unless Cu is NULL. E, Gs, Ds:
    scratch, L vectors each. */
-static inline __attribute__((always_inline)) void run_block_link(const int link, const __m256 *Su,
-                                                                 const __m256 *Sv, int L, float lam, __m256 y,
-                                                                 float two_over_n, __m256 *Cu, __m256 *Cv,
-                                                                 __m256d *loss, __m256 *E, __m256 *Gs, __m256 *Ds) {
-    const __m256 lv = _mm256_set1_ps(lam), zero = _mm256_setzero_ps();
-    __m256 m = _mm256_set1_ps(-INFINITY);
-    for (int l = 0; l < L; l++) m = _mm256_max_ps(m, _mm256_mul_ps(lv, Su[l]));
-    const __m256 log2e = _mm256_set1_ps(1.4426950408889634f);
-    __m256 se = zero, sf = zero;
+static inline __attribute__((always_inline)) void run_block_link(const int link, const vf *Su,
+                                                                 const vf *Sv, int L, float lam, vf y,
+                                                                 float two_over_n, vf *Cu, vf *Cv,
+                                                                 vd *loss, vf *E, vf *Gs, vf *Ds) {
+    const vf lv = vset1(lam), zero = vzero();
+    vf m = vset1(-INFINITY);
+    for (int l = 0; l < L; l++) m = vmax(m, vmul(lv, Su[l]));
+    const vf log2e = vset1(1.4426950408889634f);
+    vf se = zero, sf = zero;
     for (int l = 0; l < L; l++) {
-        const __m256 e = exp2v(_mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(lv, Su[l]), m), log2e));
-        const __m256 b = Sv[l];
-        __m256 g, dg;
+        const vf e = vexp2(vmul(vsub(vmul(lv, Su[l]), m), log2e));
+        const vf b = Sv[l];
+        vf g, dg;
         if (link == 0) {
             g = b;
-            dg = _mm256_set1_ps(1.0f);
+            dg = vset1(1.0f);
         } else if (link == 1) {
-            g = _mm256_mul_ps(b, b);
-            dg = _mm256_add_ps(b, b);
+            g = vmul(b, b);
+            dg = vadd(b, b);
         } else { /* relu; sigma'(0) = 1/2, as jax.jvp of jnp.maximum */
-            g = _mm256_max_ps(b, zero);
-            dg = _mm256_add_ps(_mm256_and_ps(_mm256_cmp_ps(b, zero, _CMP_GT_OQ), _mm256_set1_ps(1.0f)),
-                               _mm256_and_ps(_mm256_cmp_ps(b, zero, _CMP_EQ_OQ), _mm256_set1_ps(0.5f)));
+            g = vmax(b, zero);
+            dg = vrelu_step(b);
         }
         E[l] = e;
         Gs[l] = g;
         Ds[l] = dg;
-        se = _mm256_add_ps(se, e);
-        sf = _mm256_fmadd_ps(e, g, sf);
+        se = vadd(se, e);
+        sf = vfmadd(e, g, sf);
     }
-    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), se);
-    const __m256 f = _mm256_mul_ps(sf, inv);
-    const __m256 r = _mm256_sub_ps(f, y);
-    const __m256 r2 = _mm256_mul_ps(r, r);
-    loss[0] = _mm256_add_pd(loss[0], _mm256_cvtps_pd(_mm256_castps256_ps128(r2)));
-    loss[1] = _mm256_add_pd(loss[1], _mm256_cvtps_pd(_mm256_extractf128_ps(r2, 1)));
+    const vf inv = vdiv(vset1(1.0f), se);
+    const vf f = vmul(sf, inv);
+    const vf r = vsub(f, y);
+    const vf r2 = vmul(r, r);
+    loss[0] = vadd_pd(loss[0], vcvt_lo(r2));
+    loss[1] = vadd_pd(loss[1], vcvt_hi(r2));
     if (Cu) {
-        const __m256 cw = _mm256_mul_ps(_mm256_set1_ps(two_over_n), _mm256_mul_ps(r, inv));
-        const __m256 cwl = _mm256_mul_ps(cw, lv);
+        const vf cw = vmul(vset1(two_over_n), vmul(r, inv));
+        const vf cwl = vmul(cw, lv);
         for (int l = 0; l < L; l++) {
-            Cu[l] = _mm256_mul_ps(_mm256_mul_ps(cwl, E[l]), _mm256_sub_ps(Gs[l], f)); /* (2/n) r lam w_l (g_l - f) */
-            Cv[l] = _mm256_mul_ps(_mm256_mul_ps(cw, E[l]), Ds[l]);                    /* (2/n) r w_l sigma'(b_l) */
+            Cu[l] = vmul(vmul(cwl, E[l]), vsub(Gs[l], f)); /* (2/n) r lam w_l (g_l - f) */
+            Cv[l] = vmul(vmul(cw, E[l]), Ds[l]);                    /* (2/n) r w_l sigma'(b_l) */
         }
     }
 }
 
 /* run_block_link with the link as a compile-time constant in each branch */
-static void run_block(int link, const __m256 *Su, const __m256 *Sv, int L, float lam, __m256 y, float two_over_n,
-                      __m256 *Cu, __m256 *Cv, __m256d *loss, __m256 *E, __m256 *Gs, __m256 *Ds) {
+static void run_block(int link, const vf *Su, const vf *Sv, int L, float lam, vf y, float two_over_n,
+                      vf *Cu, vf *Cv, vd *loss, vf *E, vf *Gs, vf *Ds) {
     switch (link) {
     case 0: run_block_link(0, Su, Sv, L, lam, y, two_over_n, Cu, Cv, loss, E, Gs, Ds); break;
     case 1: run_block_link(1, Su, Sv, L, lam, y, two_over_n, Cu, Cv, loss, E, Gs, Ds); break;
@@ -152,25 +214,19 @@ static void run_block(int link, const __m256 *Su, const __m256 *Sv, int L, float
     }
 }
 
-/* G64 += G8, G8 = 0 (m vectors of 8 floats into 2 m vectors of 4 doubles). */
-static void flush(__m256 *G8, __m256d *G64, int m) {
+/* G64 += G8, G8 = 0 (m vectors of VL floats into 2 m vectors of VL / 2 doubles). */
+static void flush(vf *G8, vd *G64, int m) {
     for (int i = 0; i < m; i++) {
-        G64[2 * i] = _mm256_add_pd(G64[2 * i], _mm256_cvtps_pd(_mm256_castps256_ps128(G8[i])));
-        G64[2 * i + 1] = _mm256_add_pd(G64[2 * i + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(G8[i], 1)));
-        G8[i] = _mm256_setzero_ps();
+        G64[2 * i] = vadd_pd(G64[2 * i], vcvt_lo(G8[i]));
+        G64[2 * i + 1] = vadd_pd(G64[2 * i + 1], vcvt_hi(G8[i]));
+        G8[i] = vzero();
     }
-}
-
-static double hsum_pd2(__m256d a, __m256d b) {
-    __m256d s = _mm256_add_pd(a, b);
-    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
 }
 
 typedef struct {
     float *W32;
-    __m256 *S, *C, *G8, *E, *Gs, *Ds;
-    __m256d *G64, *loss;
+    vf *S, *C, *G8, *E, *Gs, *Ds;
+    vd *G64, *loss;
     double *grad;
 } scratch;
 
@@ -179,16 +235,16 @@ static void pass(const float *X, const float *Y, const int *link, int n, int nb,
                  scratch *w, double *grad, double *loss) {
     const int R2 = 2 * K;
     const float two_over_n = 2.0f / (float)n;
-    memset(w->loss, 0, sizeof(__m256d) * 2 * K);
+    memset(w->loss, 0, sizeof(vd) * 2 * K);
     if (grad) {
-        memset(w->G8, 0, sizeof(__m256) * R2 * d);
-        memset(w->G64, 0, sizeof(__m256d) * 2 * R2 * d);
+        memset(w->G8, 0, sizeof(vf) * R2 * d);
+        memset(w->G64, 0, sizeof(vd) * 2 * R2 * d);
     }
     for (int b = 0; b < nb; b++) {
-        const float *x = X + (size_t)b * L * d * 8;
+        const float *x = X + (size_t)b * L * d * VL;
         scores(x, L, d, w->W32, R2, w->S);
         for (int k = 0; k < K; k++)
-            run_block(link[k], w->S + k * L, w->S + (K + k) * L, L, lam, _mm256_loadu_ps(Y + (size_t)k * nb * 8 + 8 * b),
+            run_block(link[k], w->S + k * L, w->S + (K + k) * L, L, lam, vloadu(Y + (size_t)k * nb * VL + VL * b),
                       two_over_n, grad ? w->C + k * L : NULL, w->C + (K + k) * L, w->loss + 2 * k, w->E, w->Gs, w->Ds);
         if (grad) {
             gradient(x, L, d, w->C, R2, w->G8);
@@ -206,34 +262,34 @@ static void to_float(const double *W, int m, float *W32) {
     for (int i = 0; i < m; i++) W32[i] = (float)W[i];
 }
 
-/* RGD of R repeats: X (R, nb, L, d, 8) with nb = ceil(n / 8), Y (R, K, 8 nb), link (K,), W (R, 2K, d) float64
+/* RGD of R repeats: X (R, nb, L, d, VL) with nb = ceil(n / VL), Y (R, K, VL nb), link (K,), W (R, 2K, d) float64
    in/out. Runs n_logs x log_every steps; after each log_every steps writes W to Wlog (R, n_logs, 2K, d) and the
    losses at that W to loss_log (R, n_logs, K). Returns 0, or 1 on bad sizes, 2 when out of memory. */
 int attnlab_rgd(int R, int n, int L, int d, int K, const float *X, const float *Y, const int *link, double lam,
                 double step_size, int n_logs, int log_every, double *W, double *Wlog, double *loss_log) {
     if (n < 1 || L < 1 || d < 1 || K < 1 || R < 1 || n_logs < 1 || log_every < 0 || (log_every == 0 && n_logs != 1))
         return 1;
-    const int nb = (n + 7) / 8;
+    const int nb = (n + VL - 1) / VL;
     int status = 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int rep = 0; rep < R; rep++) {
         const int R2 = 2 * K;
         scratch w;
-        w.W32 = aligned_alloc(32, sizeof(float) * (R2 * d + 8));
-        w.S = aligned_alloc(32, sizeof(__m256) * R2 * L);
-        w.C = aligned_alloc(32, sizeof(__m256) * R2 * L);
-        w.E = aligned_alloc(32, sizeof(__m256) * 3 * L);
+        w.W32 = aligned_alloc(VBYTES, sizeof(float) * ((R2 * d + 31) / 16 * 16));
+        w.S = aligned_alloc(VBYTES, sizeof(vf) * R2 * L);
+        w.C = aligned_alloc(VBYTES, sizeof(vf) * R2 * L);
+        w.E = aligned_alloc(VBYTES, sizeof(vf) * 3 * L);
         w.Gs = w.E ? w.E + L : NULL;
         w.Ds = w.E ? w.E + 2 * L : NULL;
-        w.G8 = aligned_alloc(32, sizeof(__m256) * R2 * d);
-        w.G64 = aligned_alloc(32, sizeof(__m256d) * 2 * R2 * d);
-        w.loss = aligned_alloc(32, sizeof(__m256d) * 2 * K);
+        w.G8 = aligned_alloc(VBYTES, sizeof(vf) * R2 * d);
+        w.G64 = aligned_alloc(VBYTES, sizeof(vd) * 2 * R2 * d);
+        w.loss = aligned_alloc(VBYTES, sizeof(vd) * 2 * K);
         double *grad = malloc(sizeof(double) * R2 * d), *loss = malloc(sizeof(double) * K);
         if (!w.W32 || !w.S || !w.C || !w.E || !w.G8 || !w.G64 || !w.loss || !grad || !loss) {
 #pragma omp atomic write
             status = 2;
         } else {
-            const float *Xr = X + (size_t)rep * nb * L * d * 8, *Yr = Y + (size_t)rep * K * nb * 8;
+            const float *Xr = X + (size_t)rep * nb * L * d * VL, *Yr = Y + (size_t)rep * K * nb * VL;
             double *Wr = W + (size_t)rep * R2 * d;
             for (int t = 0; t < n_logs; t++) {
                 for (int step = 0; step < log_every; step++) {

@@ -13,6 +13,7 @@ import pydantic
 import xarray as xr
 
 from attnlab.config import ExperimentConfig
+from attnlab.dohmatob import rgd_native
 from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
 from attnlab.dohmatob.flows import field5, integrate_joint
 from attnlab.dohmatob.meanfield import (
@@ -81,9 +82,13 @@ class RGDConfig(ExperimentConfig):
 
 def rgd_implementations(cfg: RGDConfig) -> dict[str, str]:
     """The implementation the RGD steps of ``cfg`` run with on this machine (``cfg.implementation``, ``auto``
-    resolved by :func:`attnlab.dohmatob.rgd.resolve_implementation`): ``{"rgd": "native" | "jax"}``."""
+    resolved by :func:`attnlab.dohmatob.rgd.resolve_implementation`): ``{"rgd": "native" | "jax"}``, and where the
+    C kernel runs, its samples per vector (``rgd_lanes``: 16 with AVX-512F, else 8)."""
     links = tuple(link for link in cfg.links for _ in STARTS)
-    return {"rgd": resolve_implementation(cfg.implementation, links, jnp.dtype(cfg.token_dtype))}
+    impl = resolve_implementation(cfg.implementation, links, jnp.dtype(cfg.token_dtype))
+    if impl == "native":  # the 8- and 16-lane builds group the float32 gradient sums differently
+        return {"rgd": impl, "rgd_lanes": str(rgd_native.lanes())}
+    return {"rgd": impl}
 
 
 def _prepare(key, cfg: RGDConfig):
