@@ -91,6 +91,7 @@ def main():
                       "preset_run_steps_per_s": preset_tp, "reference_run_steps_per_s": ref_tp,
                       "total_preset_cpu_s": total_cpu, "token_dtype": cfg.token_dtype, "quick": args.quick,
                       "native_kernel": rgd_native.available() or rgd_native.unavailable_reason(),
+                      "native_lanes": rgd_native.lanes() if rgd_native.available() else None,
                       "implementations": p.implementations(cfg),
                       "load_average_1min": os.getloadavg()[0],
                       "jax_cache": os.environ.get("ATTNLAB_JAX_CACHE", "default")}))
