@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-__all__ = ["ACTIVATIONS", "CLIP", "psi", "check_model"]
+__all__ = ["ACTIVATIONS", "CLIP", "LAYERS", "psi", "check_model", "check_layers", "layer_activation"]
 
 ACTIVATIONS = ("clip", "relu", "identity")
 """The input activations psi (inputs ``x_i = psi(W_i h)``) accepted as ``activation``: ``clip``
 (``clip(t, -C, C)``, C = 100), ``relu`` (``max(t, 0)``) and ``identity``; see :func:`psi`."""
+
+LAYERS = ("attention", "dense", "relu", "erf")
+"""The layers of a deep stack (:mod:`attnlab.sakai.joint`, :mod:`attnlab.sakai.kernel`), each of width n and applied
+to every token: ``attention`` (the paper's multi-head layer, Example 3.1, on the previous layer's tokens), ``dense``
+(``X W/sqrt(n)``, W iid N(0, 1) entries), ``relu`` and ``erf`` (a dense layer followed by ReLU or erf)."""
 
 CLIP = 100.0
 """The clip level C of the ``clip`` input activation ``psi(t) = clip(t, -C, C)``."""
@@ -45,3 +50,21 @@ def check_model(*, n: int | None = None, n_heads: int = 1, n_tokens: int = 1, ac
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown input activation {activation!r}; expected one of {', '.join(ACTIVATIONS)}")
+
+
+def check_layers(layers) -> tuple[str, ...]:
+    """``layers`` as a tuple of names of :data:`LAYERS` (a one-line ValueError names the first unknown one)."""
+    layers = (layers,) if isinstance(layers, str) else tuple(layers)
+    if not layers:
+        raise ValueError("layers must name at least one layer")
+    for name in layers:
+        if name not in LAYERS:
+            raise ValueError(f"unknown layer {name!r}; expected one of {', '.join(LAYERS)}")
+    return layers
+
+
+def layer_activation(name: str):
+    """The elementwise function of a dense layer ``name`` (``dense``: identity, ``relu``, ``erf``)."""
+    import jax.scipy.special as jsp
+
+    return {"dense": lambda x: x, "relu": lambda x: jnp.maximum(x, 0.0), "erf": jsp.erf}[name]

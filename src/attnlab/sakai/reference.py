@@ -26,9 +26,10 @@ import math
 import jax
 import jax.numpy as jnp
 
-from attnlab.sakai.model import check_model, psi
+from attnlab.sakai.model import check_layers, check_model, layer_activation, psi
 
-__all__ = ["reference_network", "sample_reference", "sample_reference_first", "sample_reference_scores"]
+__all__ = ["reference_network", "sample_reference", "sample_reference_first", "sample_reference_scores",
+           "reference_stack", "sample_reference_stack"]
 
 
 def _split_normals(z, n: int, d: int, n_heads: int, n_tokens: int):
@@ -59,12 +60,18 @@ def _network(z, n: int, n_heads: int, n_tokens: int, activation: str, d: int, n_
     if n_active is not None:
         Wo = Wo * (jnp.arange(n_heads) < n_active)[:, None, None]
     X = psi(W_in @ h / math.sqrt(n), activation)  # (s, n): row i is psi(W_i h)
-    Q = jnp.einsum("sn,hnd->hsd", X, Wq) / math.sqrt(n)
-    K = jnp.einsum("sn,hnd->hsd", X, Wk) / math.sqrt(n)
-    V = jnp.einsum("sn,hnd->hsd", X, Wv) / math.sqrt(n)
-    A = jax.nn.softmax(Q @ jnp.swapaxes(K, -1, -2) / math.sqrt(d), axis=-1)
-    H = n_heads if n_active is None else n_active
-    return jnp.einsum("hst,htd,hdn->sn", A, V, Wo) / math.sqrt(d) / jnp.sqrt(H)
+    return _attention(X, Wq, Wk, Wv, Wo, n, d, n_heads if n_active is None else n_active)
+
+
+def _attention(X, Wq, Wk, Wv, Wo, n: int, d: int, H, scaling: str = "sqrt"):
+    """The multi-head layer on tokens ``X`` (..., s, n) (leading axes: sequences sharing the weights) with the heads'
+    standard weights ``Wq, Wk, Wv`` (h, n, d) and ``Wo`` (h, d, n): ``H^{-1/2} sum_a A^a V^a W_O^a`` with the
+    scores ``Q^a K^{aT}/sqrt(d)`` (``scaling="linear"``: ``/d``), every weight scaled as in Algorithm 1."""
+    Q = jnp.einsum("...sn,hnd->h...sd", X, Wq) / math.sqrt(n)
+    K = jnp.einsum("...sn,hnd->h...sd", X, Wk) / math.sqrt(n)
+    V = jnp.einsum("...sn,hnd->h...sd", X, Wv) / math.sqrt(n)
+    A = jax.nn.softmax(Q @ jnp.swapaxes(K, -1, -2) / (math.sqrt(d) if scaling == "sqrt" else d), axis=-1)
+    return jnp.einsum("h...st,h...td,hdn->...sn", A, V, Wo) / math.sqrt(d) / jnp.sqrt(H)
 
 
 def reference_network(key, n: int, n_heads: int, n_tokens: int, activation: str = "clip",
@@ -176,3 +183,62 @@ def _reference_scores(key, n, n_tokens, activation, n_samples, batch_size):
 
     out = jax.lax.map(one_batch, jax.random.split(key, n_batches))
     return out.reshape(-1, 2)[:n_samples]
+
+
+def reference_stack(key, U, *, n: int, n_heads: int, layers=("attention",), scaling: str = "sqrt"):
+    r"""One brute-force network on a data set of m sequences: the output tokens ``X`` (m, s, n), all weights explicit.
+
+    ``U`` (m, s, d_in) are the sequences' tokens. The network embeds them, ``X_0 = U W_E/sqrt(d_in)`` (W_E: d_in x n,
+    iid N(0, 1)), then applies ``layers`` (:data:`attnlab.sakai.model.LAYERS`) to every sequence with the same
+    weights: ``attention`` is Algorithm 1's layer on the previous tokens (H heads of width n, scores at
+    ``1/sqrt(n)``, or ``1/n`` with ``scaling="linear"``); ``dense``/``relu``/``erf`` is ``phi(X W/sqrt(n))`` with a
+    fresh n x n W. The heads are drawn one at a time (``lax.scan``), so a network holds ``4 n^2`` head weights at once.
+    """
+    layers = check_layers(layers)
+    m, s, d_in = U.shape
+    keys = jax.random.split(key, 1 + len(layers))
+    X = U @ jax.random.normal(keys[0], (d_in, n)) / math.sqrt(d_in)
+    for k, name in zip(keys[1:], layers):
+        if name == "attention":
+            X = _attention_heads(k, X, n, n_heads, scaling)
+        else:
+            X = layer_activation(name)(X @ jax.random.normal(k, (n, n)) / math.sqrt(n))
+    return X
+
+
+def _attention_heads(key, X, n: int, n_heads: int, scaling: str):
+    """:func:`_attention` with its H heads' weights drawn one head at a time inside a ``lax.scan``."""
+    def head(acc, kh):
+        W = jax.random.normal(kh, (4, 1, n, n))
+        return acc + _attention(X, W[0], W[1], W[2], W[3], n, n, 1.0, scaling), None
+
+    Y, _ = jax.lax.scan(head, jnp.zeros_like(X), jax.random.split(key, n_heads))
+    return Y / math.sqrt(n_heads)
+
+
+def sample_reference_stack(key, U, *, n: int, n_heads: int, layers=("attention",), n_samples: int, n_out: int = 1,
+                           scaling: str = "sqrt"):
+    """``n_samples`` independent brute-force networks (:func:`reference_stack`) on the sequences ``U`` (m, s, d_in).
+
+    Returns ``(Y, G)``: the first ``n_out`` output features Y (n_samples, m, s, n_out) and the empirical Gram of all n
+    output features ``G = X X^T/n`` (n_samples, M, M), M = m s (its mean over networks estimates the finite-width
+    covariance of an output feature, which :mod:`attnlab.sakai.kernel` gives as n -> infinity).
+    """
+    layers = check_layers(layers)
+    check_model(n=n, n_heads=n_heads, n_tokens=U.shape[1], n_samples=n_samples)
+    if not 1 <= n_out <= n:
+        raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")
+    if scaling not in ("sqrt", "linear"):
+        raise ValueError(f"scaling must be 'sqrt' or 'linear'; got {scaling!r}")
+    return _reference_stack(key, jnp.asarray(U, jnp.float64), n, n_heads, layers, n_samples, n_out, scaling)
+
+
+@functools.partial(jax.jit, static_argnums=tuple(range(2, 8)))
+def _reference_stack(key, U, n, n_heads, layers, n_samples, n_out, scaling):
+    m, s, _ = U.shape
+
+    def one(k):
+        X = reference_stack(k, U, n=n, n_heads=n_heads, layers=layers, scaling=scaling).reshape(m * s, n)
+        return X[:, :n_out].reshape(m, s, n_out), X @ X.T / n
+
+    return jax.lax.map(one, jax.random.split(key, n_samples))

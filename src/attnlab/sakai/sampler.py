@@ -40,7 +40,7 @@ from attnlab._random import bartlett, chi2, normal
 from attnlab.sakai import native as width_native
 from attnlab.sakai.model import CLIP, check_model, psi
 
-__all__ = ["input_factor", "semidefinite_cholesky", "first_token_variance", "sample_first_token",
+__all__ = ["input_factor", "semidefinite_cholesky", "first_token_variance", "heads_given_factor", "sample_first_token",
            "sample_first_token_sweep", "sample_tokens", "sample_scores", "sample_scores_sweep", "clip_event_probability",
            "chunk_size"]
 
@@ -353,28 +353,72 @@ def _sample(kind: str, params: tuple, key, n_samples: int, chunk: int):
     return _chunked(lambda k, m: _DRAWS[kind](k, m, *params), key, n_samples, chunk)
 
 
-def _heads_tokens(key, L, d: int, n_heads: int, n_out: int):
-    """All-token outputs (m, s, n_out) and their conditional covariance (m, s, s) (step 4 of
-    :mod:`attnlab.sakai.sampler`)."""
-    m, s, r = L.shape
+def heads_given_factor(key, L, d, n_heads: int, n_out: int, scaling: str = "sqrt", B=None, active=None,
+                       score_scale=None):
+    r"""One attention layer applied to m sequences that share its weights, given a factor of their tokens' Gram.
+
+    ``L`` (N, m, s, r): for each of N networks, ``L[:, a]`` is the factor of sequence a's tokens, so that the Gram of
+    all ``M = m s`` tokens is ``Gamma = L_flat L_flat^T`` (L_flat = L reshaped (N, M, r)); ``d`` the head width
+    (``math.inf``: the n -> infinity limit). Step 4 of :mod:`attnlab.sakai.sampler` with the weights shared by the
+    sequences: per head, ``Q^a = L^a Xi_Q``, ``K^a = L^a Xi_K`` with the same ``Xi``, so ``G^a = L^a M L^{aT}/sqrt(d)``
+    with one ``M = N B_K^T`` per head for every sequence, and the output columns ``Y^a = H^{-1/2} sum_h F^{h,a} Z^h``
+    with ``F^{h,a} = softmax_rows(G^{h,a}) L^a B_V/sqrt(d)`` and one ``Z^h`` (r x n_out) per head. At ``d = inf``
+    ``B/sqrt(d) -> I``: ``G^a = L^a N L^{aT}``, the scores of :mod:`attnlab.sakai.joint`. ``scaling="linear"``
+    divides the scores by ``sqrt(d)`` once more (1/d scaling; uniform attention at ``d = inf``). ``d`` may be traced
+    (then ``d >= r`` is the caller's to ensure); ``B`` (N, H, 2, r, r): the key and value Bartlett factors (df d),
+    drawn here when None. ``active`` (may be traced): use the first ``active`` of the ``n_heads`` heads drawn (one
+    compiled program for several H; the others cost their draws). ``score_scale`` (may be traced): a factor on the
+    scores (``1/sqrt(d)`` gives the 1/d scaling in the same compiled program).
+
+    Returns ``(Y, C)``: Y (N, m, s, n_out) and C (N, M, M) ``= (1/H) sum_h F^h F^{hT}``, the covariance of each
+    output column given the attention and value Grams (the columns are iid N(0, C) given them).
+    """
+    N, m, s, r = L.shape
     kb, kv, kn, kz = jax.random.split(key, 4)
-    shape = (m, n_heads)
-    if d >= r:
-        B = bartlett(kb, d, r, shape + (2,))
+    shape = (N, n_heads)
+    P = None
+    static = isinstance(d, (int, float))
+    if static and math.isinf(d):
+        M = normal(kn, shape + (r, r))
+        Z = normal(kz, shape + (r, n_out))
+        root = 1.0
+    elif not static or d >= r:
+        B = bartlett(kb, d, r, shape + (2,)) if B is None else B
         M = normal(kn, shape + (r, r)) @ jnp.swapaxes(B[:, :, 0], -1, -2)
         P = B[:, :, 1]
         Z = normal(kz, shape + (r, n_out))
+        root = jnp.sqrt(d) if not static else math.sqrt(d)
     else:
         xi = normal(kn, (3,) + shape + (r, d))
         M = xi[0] @ jnp.swapaxes(xi[1], -1, -2)
         P = xi[2]
         Z = normal(kz, shape + (d, n_out))
-    Lh = L[:, None]
-    G = Lh @ M @ jnp.swapaxes(Lh, -1, -2) / math.sqrt(d)
-    F = jax.nn.softmax(G, axis=-1) @ Lh @ P / math.sqrt(d)
-    Y = jnp.sum(F @ Z, 1) / math.sqrt(n_heads)
-    C = jnp.mean(F @ jnp.swapaxes(F, -1, -2), 1)
-    return Y, C
+        root = math.sqrt(d)
+    if scaling not in ("sqrt", "linear"):
+        raise ValueError(f"scaling must be 'sqrt' (1/sqrt(n)) or 'linear' (1/n); got {scaling!r}")
+    Lh = L[:, None]  # (N, 1, m, s, r)
+    G = Lh @ M[:, :, None] @ jnp.swapaxes(Lh, -1, -2) / root
+    if scaling == "linear":
+        G = jnp.zeros_like(G) if static and math.isinf(d) else G / root
+    if score_scale is not None:
+        G = G * score_scale
+    F = jax.nn.softmax(G, axis=-1) @ Lh
+    if P is not None:
+        F = F @ P[:, :, None] / root  # (N, H, m, s, r or d)
+    Ff = F.reshape(N, n_heads, m * s, F.shape[-1])
+    if active is None:
+        Y = jnp.sum(F @ Z[:, :, None], 1) / math.sqrt(n_heads)
+        return Y, jnp.mean(Ff @ jnp.swapaxes(Ff, -1, -2), 1)
+    w = (jnp.arange(n_heads) < active).astype(F.dtype)
+    Y = jnp.einsum("h,nhmso->nmso", w, F @ Z[:, :, None]) / jnp.sqrt(active)
+    return Y, jnp.einsum("h,nhij->nij", w, Ff @ jnp.swapaxes(Ff, -1, -2)) / active
+
+
+def _heads_tokens(key, L, d: int, n_heads: int, n_out: int):
+    """All-token outputs (m, s, n_out) and their conditional covariance (m, s, s) (step 4 of
+    :mod:`attnlab.sakai.sampler`): :func:`heads_given_factor` with one sequence per network."""
+    Y, C = heads_given_factor(key, L[:, None], d, n_heads, n_out)
+    return Y[:, 0], C
 
 
 def sample_tokens(key, *, n: int, n_heads: int, n_tokens: int = 4, activation: str = "clip",
