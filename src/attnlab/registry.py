@@ -79,10 +79,11 @@ class Check:
         bad = [label for label, x in (("theory", theory), ("simulation", simulation), ("tolerance", tolerance))
                if not math.isfinite(float(x))]
         if bad:
-            return cls.not_evaluated(name, f"non-finite {', '.join(bad)}", theory=float(theory),
-                                     basis=kw.get("basis", ""))
+            return cls.not_evaluated(name, f"non-finite {', '.join(bad)} (the run diverged or overflowed)",
+                                     theory=float(theory), basis=kw.get("basis", ""))
         if not float(tolerance) > 0:
-            return cls.not_evaluated(name, "zero standard error", theory=float(theory), basis=kw.get("basis", ""))
+            return cls.not_evaluated(name, f"tolerance {float(tolerance):g} is not positive (zero standard error)",
+                                     theory=float(theory), basis=kw.get("basis", ""))
         return cls(name, theory=float(theory), simulation=float(simulation), tolerance=float(tolerance), **kw)
 
     @property
