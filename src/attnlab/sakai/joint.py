@@ -144,11 +144,12 @@ def _bartletts(key, n, plan, size: int):
 
 
 def _stack(key, L, n, m: int, s: int, n_heads: int, layers: tuple, n_out: int, scaling: str, B=None, active=None,
-           score_scale=None):
+           score_scale=None, pool: bool = False):
     """Draws ``(Y, C)`` of N networks from the factor L (N, M, r) of the first layer's input Gram; ``B``: an iterator
     over the Bartlett factors of :func:`_bartlett_plan` after the embedding's (None: each drawn where needed);
     ``active``: the number of the ``n_heads`` drawn heads used by every attention layer (None: all);
-    ``score_scale``: a factor on every layer's scores (None: 1)."""
+    ``score_scale``: a factor on every layer's scores (None: 1); ``pool``: the last (attention) layer's outputs
+    averaged over each sequence's tokens (Y (N, m, 1, n_out), C (N, m, m))."""
     N = L.shape[0]
     keys = jax.random.split(key, 2 * len(layers))
     nxt = (lambda: None) if B is None else (lambda: next(B))
@@ -158,7 +159,7 @@ def _stack(key, L, n, m: int, s: int, n_heads: int, layers: tuple, n_out: int, s
         k1, k2 = keys[2 * i], keys[2 * i + 1]
         if name == "attention":
             Y, C = heads_given_factor(k1, L.reshape(N, m, s, -1), n, n_heads, n_out, scaling, B=nxt(), active=active,
-                                      score_scale=score_scale)
+                                      score_scale=score_scale, pool=pool and last)
             if not last:
                 L = _wishart_factor(k2, gram_factor(C), n, nxt())
             continue
@@ -175,17 +176,23 @@ def _stack(key, L, n, m: int, s: int, n_heads: int, layers: tuple, n_out: int, s
     return Y, C
 
 
-def _check(n_heads, n_tokens, n_samples, n_out, layers, scaling):
+def _check(n_heads, n_tokens, n_samples, n_out, layers, scaling, readout=None):
     check_model(n_heads=n_heads, n_tokens=n_tokens, n_samples=n_samples)
+    if readout not in (None, "mean"):
+        raise ValueError(f"readout must be None (every token) or 'mean' (each sequence's token mean); got {readout!r}")
     if n_out < 1:
         raise ValueError(f"n_out must be >= 1; got {n_out}")
     if scaling not in ("sqrt", "linear"):
         raise ValueError(f"scaling must be 'sqrt' (1/sqrt(n)) or 'linear' (1/n); got {scaling!r}")
-    return check_layers(layers)
+    layers = check_layers(layers)
+    if readout is not None and layers[-1] != "attention":
+        raise ValueError("readout='mean' needs an attention layer last")
+    return layers
 
 
 def sample_joint_limit(key, K, *, n_tokens: int, n_heads: int, layers=("attention",), n_samples: int,
-                       n_out: int = 1, scaling: str = "sqrt", max_heads: int | None = None, chunk: int | None = None):
+                       n_out: int = 1, scaling: str = "sqrt", max_heads: int | None = None, readout: str | None = None,
+                       chunk: int | None = None):
     r"""Exact draws of the infinite-width joint law (finite H) of a stack's outputs on m sequences (module docstring).
 
     ``K`` (M x M, M = m s): the token-token kernel of the inputs of the first layer. Returns ``(Y, C)``: Y
@@ -194,8 +201,10 @@ def sample_joint_limit(key, K, *, n_tokens: int, n_heads: int, layers=("attentio
     the scores of the layers before). ``E C`` is the joint covariance; with one attention layer it is
     :func:`attnlab.sakai.kernel.attention_kernel`'s for every H. ``max_heads`` (>= n_heads): draw that many heads per
     layer and use the first ``n_heads`` (same law; calls with several H then share one compiled program).
+    ``readout="mean"``: each sequence's mean over its tokens instead (Y (n_samples, m, 1, n_out), C (n_samples, m,
+    m)): the features of a readout of the token mean.
     """
-    layers = _check(n_heads, n_tokens, n_samples, n_out, layers, scaling)
+    layers = _check(n_heads, n_tokens, n_samples, n_out, layers, scaling, readout)
     K = np.asarray(K, np.float64)
     if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] % n_tokens:
         raise ValueError(f"K must be M x M with M a multiple of n_tokens = {n_tokens}; got {K.shape}")
@@ -207,20 +216,21 @@ def sample_joint_limit(key, K, *, n_tokens: int, n_heads: int, layers=("attentio
     H = n_heads if max_heads is None else int(max_heads)
     active = None if max_heads is None else jnp.asarray(float(n_heads))
     return _limit(key, jnp.asarray(L0), active, K.shape[0] // n_tokens, n_tokens, H, layers, n_samples, n_out,
-                  scaling, chunk or chunk_size(n_samples, 8 * H * K.shape[0] ** 2))
+                  scaling, readout == "mean", chunk or chunk_size(n_samples, 8 * H * K.shape[0] ** 2))
 
 
-@functools.partial(jax.jit, static_argnums=tuple(range(3, 11)))
-def _limit(key, L0, active, m, s, n_heads, layers, n_samples, n_out, scaling, chunk):
+@functools.partial(jax.jit, static_argnums=tuple(range(3, 12)))
+def _limit(key, L0, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk):
     def draw(k, size):
         return _stack(k, jnp.broadcast_to(L0, (size,) + L0.shape), math.inf, m, s, n_heads, layers, n_out, scaling,
-                      active=active)
+                      active=active, pool=pool)
 
     return _chunked(draw, key, n_samples, chunk)
 
 
 def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples: int, n_out: int = 1,
-                   scaling: str = "sqrt", max_heads: int | None = None, chunk: int | None = None):
+                   scaling: str = "sqrt", max_heads: int | None = None, readout: str | None = None,
+                   chunk: int | None = None):
     r"""Exact draws of the finite-width network on the sequences ``U`` (m, s, d_in): the law of
     :func:`attnlab.sakai.reference.sample_reference_stack` (embedding ``U W_E/sqrt(d_in)``, then ``layers``, width n,
     H full-rank heads), by the reduction of the module docstring.
@@ -230,19 +240,23 @@ def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples:
     covariance of an output coordinate, the brute force's ``E[X X^T/n]``). ``n = math.inf`` gives
     :func:`sample_joint_limit` on ``K = U U^T/d_in``. ``max_heads`` as in :func:`sample_joint_limit`; without ReLU or
     erf layers before the last, the width is a traced value too, so one compiled program serves every (n, H).
+    ``readout`` as in :func:`sample_joint_limit`.
     """
-    layers = _check(n_heads, np.shape(U)[1], n_samples, n_out, layers, scaling)
+    layers = _check(n_heads, np.shape(U)[1], n_samples, n_out, layers, scaling, readout)
     U = np.asarray(U, np.float64)
     m, s, d_in = U.shape
     if math.isinf(n):
         return sample_joint_limit(key, token_kernel(U), n_tokens=s, n_heads=n_heads, layers=layers,
-                                  n_samples=n_samples, n_out=n_out, scaling=scaling, max_heads=max_heads, chunk=chunk)
+                                  n_samples=n_samples, n_out=n_out, scaling=scaling, max_heads=max_heads,
+                                  readout=readout, chunk=chunk)
     check_model(n=n)
     n = int(n)
     M = m * s
-    if n < max(M, d_in):
-        raise ValueError(f"the exact sampler needs n >= max(m s, d_in) = {max(M, d_in)}; got n={n} (the brute force "
-                         "attnlab.sakai.reference.sample_reference_stack has no such bound)")
+    need = max(r for r, _ in _bartlett_plan(layers, d_in, M, 1))  # the Bartlett factors' dimensions (df n)
+    if n < need:
+        raise ValueError(f"the exact sampler needs n >= {need} here (d_in, and m s = {M} after an attention or dense "
+                         f"layer that is not last); got n={n} (the brute force attnlab.sakai.reference."
+                         "sample_reference_stack has no such bound)")
     if max_heads is not None and max_heads < n_heads:
         raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
     H = n_heads if max_heads is None else int(max_heads)
@@ -253,30 +267,31 @@ def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples:
     # one compiled program for every n, H and scaling
     U0 = jnp.asarray(U.reshape(M, d_in) / math.sqrt(d_in))
     chunk = chunk or chunk_size(n_samples, per)
+    pool = readout == "mean"
     if explicit:
-        return _network_static(key, U0, n, active, m, s, H, layers, n_samples, n_out, scaling, chunk)
+        return _network_static(key, U0, n, active, m, s, H, layers, n_samples, n_out, scaling, pool, chunk)
     factor = jnp.asarray(1.0 if scaling == "sqrt" else 1.0 / math.sqrt(n))
-    return _network(key, U0, jnp.asarray(float(n)), active, factor, m, s, H, layers, n_samples, n_out, chunk)
+    return _network(key, U0, jnp.asarray(float(n)), active, factor, m, s, H, layers, n_samples, n_out, pool, chunk)
 
 
-@functools.partial(jax.jit, static_argnums=tuple(range(5, 12)))
-def _network(key, U0, n, active, factor, m, s, n_heads, layers, n_samples, n_out, chunk):
-    return _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, "sqrt", chunk, factor)
+@functools.partial(jax.jit, static_argnums=tuple(range(5, 13)))
+def _network(key, U0, n, active, factor, m, s, n_heads, layers, n_samples, n_out, pool, chunk):
+    return _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, "sqrt", pool, chunk, factor)
 
 
-@functools.partial(jax.jit, static_argnums=(2,) + tuple(range(4, 12)))
-def _network_static(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, chunk):
-    return _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, chunk)
+@functools.partial(jax.jit, static_argnums=(2,) + tuple(range(4, 13)))
+def _network_static(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk):
+    return _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk)
 
 
-def _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, chunk, factor=None):
+def _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk, factor=None):
     plan = _bartlett_plan(layers, U0.shape[1], m * s, n_heads)
 
     def draw(k, size):
         kb, kl = jax.random.split(k)
         B = iter(_bartletts(kb, n, plan, size))
         L0 = _wishart_factor(None, jnp.broadcast_to(U0, (size,) + U0.shape), n, next(B))  # U (B_E B_E^T/n) U^T/d_in
-        return _stack(kl, L0, n, m, s, n_heads, layers, n_out, scaling, B, active, factor)
+        return _stack(kl, L0, n, m, s, n_heads, layers, n_out, scaling, B, active, factor, pool)
 
     return _chunked(draw, key, n_samples, chunk)
 

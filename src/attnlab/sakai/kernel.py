@@ -53,8 +53,8 @@ import numpy as np
 
 from attnlab.sakai.model import check_layers
 
-__all__ = ["Kernel", "token_kernel", "as_kernel", "attention_kernel", "dense_kernel", "relu_kernel", "erf_kernel",
-           "layer_kernel", "stack_kernel", "pooled_kernel", "sobol_normals", "closed_form"]
+__all__ = ["Kernel", "token_kernel", "as_kernel", "attention_kernel", "attention_blocks", "dense_kernel", "relu_kernel",
+           "erf_kernel", "layer_kernel", "stack_kernel", "pooled_kernel", "sobol_normals", "closed_form"]
 
 
 class Kernel(NamedTuple):
@@ -207,11 +207,13 @@ def _pair_block(z, Kpair):
 
 
 @functools.partial(jax.jit, static_argnames=("s", "chunk"))
-def _attention_replicate(K, z_diag, z_pair, ia, ib, s: int, chunk: int):
-    """The diagonal blocks (m, s, s) and the blocks of the pairs ``(ia[p], ib[p])`` (P, s, s) of one replicate."""
+def _attention_replicate(K, z_diag, z_pair, idiag, ia, ib, s: int, chunk: int):
+    """The blocks of the sequences ``idiag`` with themselves (D, s, s) and of the pairs ``(ia[p], ib[p])``, a != b
+    (P, s, s), of one replicate."""
     m = K.shape[0] // s
     blocks = K.reshape(m, s, m, s).transpose(0, 2, 1, 3)  # (m, m, s, s)
-    diag = jax.lax.map(lambda B: _diag_block(z_diag, B), blocks[jnp.arange(m), jnp.arange(m)], batch_size=chunk)
+    diag = (jax.lax.map(lambda a: _diag_block(z_diag, blocks[a, a]), idiag, batch_size=chunk) if idiag.shape[0]
+            else jnp.zeros((0, s, s)))
     if ia.shape[0] == 0:
         return diag, jnp.zeros((0, s, s))
 
@@ -221,6 +223,34 @@ def _attention_replicate(K, z_diag, z_pair, ia, ib, s: int, chunk: int):
         return _pair_block(z_pair, Kpair)
 
     return diag, jax.lax.map(pair, (ia, ib), batch_size=chunk)
+
+
+def attention_blocks(K, ia, ib, *, key, n_tokens: int | None = None, n_points: int = 1024, n_replicates: int = 8,
+                     chunk: int = 16) -> np.ndarray:
+    """The s x s blocks ``K'^{ab}`` of the attention kernel for the pairs of sequences ``(ia[p], ib[p])`` only:
+    (R, P, s, s), the R randomised-QMC replicates (see :func:`attention_kernel`; a Kernel with R > 1 replicates is
+    mapped replicate by replicate). For a rectangular block of the kernel (e.g. test against training sequences)."""
+    K = as_kernel(K, n_tokens)
+    s = K.n_tokens
+    M = K.replicates.shape[-1]
+    R = K.n_replicates if K.n_replicates > 1 else int(n_replicates)
+    reps = np.broadcast_to(np.asarray(K.replicates), (R, M, M))
+    ia, ib = np.asarray(ia, int).ravel(), np.asarray(ib, int).ravel()
+    if ia.shape != ib.shape or (ia.size and (min(ia.min(), ib.min()) < 0 or max(ia.max(), ib.max()) >= M // s)):
+        raise ValueError(f"ia and ib must be equal-length lists of sequence indices in [0, {M // s})")
+    same = ia == ib
+    kd, kp = jax.random.split(key)
+    z_diag = sobol_normals(kd, s * s, n_points, R) if same.any() else np.zeros((R, 1, s * s))
+    z_pair = sobol_normals(kp, 4 * s * s, n_points, R) if (~same).any() else np.zeros((R, 1, 4 * s * s))
+    out = np.empty((R, ia.size, s, s))
+    as_idx = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
+    for r in range(R):
+        diag, off = _attention_replicate(jnp.asarray(reps[r]), jnp.asarray(z_diag[r]), jnp.asarray(z_pair[r]),
+                                         as_idx(ia[same]), as_idx(ia[~same]), as_idx(ib[~same]), s, int(chunk))
+        diag = np.asarray(diag)
+        out[r, same] = 0.5 * (diag + np.swapaxes(diag, -1, -2))
+        out[r, ~same] = np.asarray(off)
+    return out
 
 
 def attention_kernel(K, *, key, n_tokens: int | None = None, n_points: int = 1024, n_replicates: int = 8,
@@ -246,20 +276,12 @@ def attention_kernel(K, *, key, n_tokens: int | None = None, n_points: int = 102
         return _map(K, pool)
     if scaling != "sqrt":
         raise ValueError(f"scaling must be 'sqrt' (1/sqrt(n)) or 'linear' (1/n); got {scaling!r}")
-    R = K.n_replicates if K.n_replicates > 1 else int(n_replicates)
-    reps = np.broadcast_to(np.asarray(K.replicates), (R, M, M))
-    kd, kp = jax.random.split(key)
-    z_diag = sobol_normals(kd, s * s, n_points, R)
-    ia, ib = np.triu_indices(m, 1)
-    z_pair = sobol_normals(kp, 4 * s * s, n_points, R) if ia.size else np.zeros((R, 1, 4 * s * s))
+    ia, ib = np.triu_indices(m)
+    blocks = attention_blocks(K, ia, ib, key=key, n_points=n_points, n_replicates=n_replicates, chunk=chunk)
+    R = blocks.shape[0]
     out = np.empty((R, m, m, s, s))
-    for r in range(R):
-        diag, off = _attention_replicate(jnp.asarray(reps[r]), jnp.asarray(z_diag[r]), jnp.asarray(z_pair[r]),
-                                         jnp.asarray(ia, jnp.int32), jnp.asarray(ib, jnp.int32), s, int(chunk))
-        diag, off = np.asarray(diag), np.asarray(off)
-        out[r, np.arange(m), np.arange(m)] = 0.5 * (diag + np.swapaxes(diag, -1, -2))
-        out[r, ia, ib] = off
-        out[r, ib, ia] = np.swapaxes(off, -1, -2)
+    out[:, ia, ib] = blocks
+    out[:, ib, ia] = np.swapaxes(blocks, -1, -2)
     return Kernel(out.transpose(0, 1, 3, 2, 4).reshape(R, M, M), s)
 
 

@@ -459,3 +459,6 @@ _preset("sakai-wide", "beyond the paper",
          "n_seeds": 4, "reference_width": 4},
         {"width": (16, 1024, 1048576), "n_heads": (2, 64), "n_samples": 3000, "n_seeds": 2, "n_reference": 300,
          "n_boot": 50})
+
+from attnlab.sakai import kernel_presets as _kernel_presets  # noqa: E402,F401  registers sakai-kernel
+from attnlab.sakai import regression as _regression  # noqa: E402,F401  registers sakai-kernel-regression

@@ -354,7 +354,7 @@ def _sample(kind: str, params: tuple, key, n_samples: int, chunk: int):
 
 
 def heads_given_factor(key, L, d, n_heads: int, n_out: int, scaling: str = "sqrt", B=None, active=None,
-                       score_scale=None):
+                       score_scale=None, pool: bool = False):
     r"""One attention layer applied to m sequences that share its weights, given a factor of their tokens' Gram.
 
     ``L`` (N, m, s, r): for each of N networks, ``L[:, a]`` is the factor of sequence a's tokens, so that the Gram of
@@ -368,7 +368,8 @@ def heads_given_factor(key, L, d, n_heads: int, n_out: int, scaling: str = "sqrt
     (then ``d >= r`` is the caller's to ensure); ``B`` (N, H, 2, r, r): the key and value Bartlett factors (df d),
     drawn here when None. ``active`` (may be traced): use the first ``active`` of the ``n_heads`` heads drawn (one
     compiled program for several H; the others cost their draws). ``score_scale`` (may be traced): a factor on the
-    scores (``1/sqrt(d)`` gives the 1/d scaling in the same compiled program).
+    scores (``1/sqrt(d)`` gives the 1/d scaling in the same compiled program). ``pool``: the outputs' mean over the
+    s tokens of each sequence instead (Y (N, m, 1, n_out), C (N, m, m)), formed before the M x M products.
 
     Returns ``(Y, C)``: Y (N, m, s, n_out) and C (N, M, M) ``= (1/H) sum_h F^h F^{hT}``, the covariance of each
     output column given the attention and value Grams (the columns are iid N(0, C) given them).
@@ -405,6 +406,9 @@ def heads_given_factor(key, L, d, n_heads: int, n_out: int, scaling: str = "sqrt
     F = jax.nn.softmax(G, axis=-1) @ Lh
     if P is not None:
         F = F @ P[:, :, None] / root  # (N, H, m, s, r or d)
+    if pool:
+        F = jnp.mean(F, -2, keepdims=True)
+        s = 1
     Ff = F.reshape(N, n_heads, m * s, F.shape[-1])
     if active is None:
         Y = jnp.sum(F @ Z[:, :, None], 1) / math.sqrt(n_heads)
