@@ -34,6 +34,8 @@ START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
 # The headline figures of each script's JSON line: (key, how to show it). Keys absent from a result are skipped.
 HEADLINES = {
     "dependencies": [],  # one ratio per row, see _dependency_rows
+    "kernel": [("ratio_vs_brute_force", "{:.0f}x vs brute-force covariance"),
+               ("ratio_vs_exact_sampler", "{:.0f}x vs exact-sampler covariance")],
     "erm_scale": [("largest_sqrt_ND", "largest sqrt(ND) {:.0f}"), ("gap_in_se_at_largest", "gap {:.1f} SE")],
     "particles": [("ratio_vs_dense", "{:.1f}x vs dense"), ("gpairs_per_s_n10000", "{:.2f} Gpairs/s")],
     "replica": [("ratio_vs_reference", "{:.1f}x vs damped iteration")],
