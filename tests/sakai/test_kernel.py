@@ -140,3 +140,24 @@ def test_arguments_are_checked():
         sample_joint_limit(jax.random.key(0), np.eye(5), n_tokens=2, n_heads=1, n_samples=10)
     with pytest.raises(ValueError, match="max_heads"):
         sample_joint_limit(jax.random.key(0), np.eye(4), n_tokens=2, n_heads=3, n_samples=10, max_heads=2)
+
+
+def test_rectangular_blocks_and_kernel_ridge_regression():
+    """attention_blocks gives the blocks of attention_kernel (same key, same point sets); krr_test_error is kernel
+    ridge regression; a fully trained network's training error falls."""
+    from attnlab.sakai import regression as rg
+
+    K = kn.token_kernel(_tokens(m=3))
+    full = kn.attention_kernel(K, key=jax.random.key(5), n_tokens=4, n_points=128, n_replicates=3)
+    blk = kn.attention_blocks(K, [0, 1], [2, 1], key=jax.random.key(5), n_tokens=4, n_points=128, n_replicates=3)
+    np.testing.assert_allclose(blk[:, 0], full.replicates[:, 0:4, 8:12], atol=1e-14)
+    np.testing.assert_allclose(blk[:, 1], full.replicates[:, 4:8, 4:8], atol=1e-14)
+    rng = np.random.default_rng(1)
+    X, Xt = rng.standard_normal((10, 3)), rng.standard_normal((5, 3))
+    y, yt = X @ [1.0, -1.0, 0.5], Xt @ [1.0, -1.0, 0.5]
+    w = np.linalg.solve(X.T @ X + 0.1 * np.eye(3), X.T @ y)  # the same predictor in the primal
+    assert abs(rg.krr_test_error(X @ X.T, Xt @ X.T, y, yt, 0.1) - np.mean((Xt @ w - yt) ** 2)) < 1e-12
+    Utr, ytr, Ute, yte = rg.slr_data(jax.random.key(0), 16, 8, 2, 4, 0.1)
+    train, test = rg.train_network(jax.random.key(1), Utr, ytr, Ute, yte, n=8, n_heads=1, steps=30,
+                                   learning_rate=0.5)
+    assert train.shape == test.shape == (31,) and train[-1] < 0.5 * train[0]

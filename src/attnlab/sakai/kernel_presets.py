@@ -436,9 +436,9 @@ def finding(metrics: dict, cfg: KernelConfig) -> str:
     k1 = metrics[f"{kind}_kurtosis_limit_H{cfg.heads[0]}_random"]
     k2 = metrics[f"{kind}_kurtosis_limit_H{cfg.heads[-1]}_random"]
     return (f"{kind} data: the attention kernel matches the finite-width covariance within "
-            f"{metrics[f'{kind}_max_z_n{n1}']:.1f} SE at n = {n1}; n x mean bias "
-            f"{metrics[f'{kind}_n_times_mean_abs_bias_n{n0}']:.2f} at n = {n0}, "
-            f"{metrics[f'{kind}_n_times_mean_abs_bias_n{n1}']:.2f} at n = {n1}; excess kurtosis of a random projection "
+            f"{metrics[f'{kind}_max_z_n{n1}']:.1f} SE at n = {n1}; mean |bias| "
+            f"{metrics[f'{kind}_mean_abs_bias_n{n0}']:.1e} at n = {n0}, {metrics[f'{kind}_mean_abs_bias_n{n1}']:.1e} at "
+            f"n = {n1} (Monte Carlo SE {metrics[f'{kind}_mean_se_n{n1}']:.1e}); excess kurtosis of a random projection "
             f"{k1:.3f} at H = {cfg.heads[0]}, {k2:.4f} at H = {cfg.heads[-1]}")
 
 
