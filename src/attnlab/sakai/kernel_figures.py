@@ -102,7 +102,7 @@ def _kurtosis(ax, ds: xr.Dataset):
                     capsize=2, label=f"{NAMES.get(str(kind), kind)}: joint law")
         ax.errorbar(H * 1.1, D.kurtosis_finite.values, yerr=2 * D.kurtosis_finite_se.values,
                     **{**SIMULATION, "marker": "s"}, mfc="none", color=c, capsize=2,
-                    label=f"finite width $n={int(ds.width.values[-1])}$")
+                    label=f"finite width $n={int(ds.attrs['law_width'])}$")
         Hst = ds.stack_heads.values.astype(float)
         ax.errorbar(Hst * 0.9, D.kurtosis_stack_limit.values, yerr=2 * D.kurtosis_stack_limit_se.values,
                     **{**SIMULATION, "marker": "^"}, color=c, alpha=0.6, capsize=2, label="stack: joint law")
@@ -132,7 +132,7 @@ def _random_kernel(ds: xr.Dataset, cfg):
     D = ds.sel(dataset=kind, projection=p)
     w = ds.projection_vector.sel(projection=p).values
     v_inf = float(w @ D.kernel.values @ w)
-    n = int(ds.width.values[-1])
+    n = int(ds.attrs["law_width"])
     for ax, h in zip(axes[:2], (ds.heads.values[0], ds.heads.values[-1])):
         f, lim = D.mixing_finite.sel(heads=h).values, D.mixing_limit.sel(heads=h).values
         bins = np.linspace(min(f.min(), lim.min()), max(f.max(), lim.max()), 40)
@@ -149,8 +149,10 @@ def _random_kernel(ds: xr.Dataset, cfg):
                 color=COLORS.get(str(kind), "C1"), label=f"{NAMES.get(str(kind), kind)}: $w^\\top C w$")
         ax.plot(H, ds.ks_output.sel(dataset=kind).max("projection").values, "s--", mfc="none",
                 color=COLORS.get(str(kind), "C1"), label=r"$w^\top y$")
+        ax.plot([ds.attrs["n_heads"]], [float(ds.ks_mixing_widest.sel(dataset=kind).max())], "^", ms=6,
+                color=COLORS.get(str(kind), "C1"), label=f"$w^\\top C w$ at $n={int(ds.width.values[-1])}$")
     ax.axhline(float(ds.ks_crit), color="0.4", lw=0.9, ls=":", label="KS critical value")
-    ax.set(xscale="log", xlabel=LABELS["heads"], ylabel=f"KS(finite $n={n}$, joint law)",
+    ax.set(xscale="log", xlabel=LABELS["heads"], ylabel="KS(finite width, joint law)",
            title="largest KS over 4 projections")
     ax.set_xticks(H, [str(int(h)) for h in H])
     ax.minorticks_off()
