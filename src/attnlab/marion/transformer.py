@@ -77,8 +77,9 @@ both radii), leaving only ``z . e``: ``floor = gamma^2 (e . (v*_1 + v*_2))^2``.
 
 **Random numbers.** Every run has the notebook's key tree: the run key splits into (SGD stream, initialisation,
 teachers, test set); the stream into one key per update; a batch key into 3 (signal noise, noise tokens, label
-noise). ``notebook_keys`` draws them as the notebook did (JAX's non-partitionable threefry, float32 normals, cast to
-float64), which reproduces its initial states and data; otherwise float64 normals of the default threefry.
+noise). Normals are drawn in float32, as the notebook's, and cast to float64 (all arithmetic is float64); under
+JAX's non-partitionable threefry (``jax.threefry_partitionable(False)``, the caller's choice) the draws are the
+notebook's own.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class Arm(NamedTuple):
 class Sizes(NamedTuple):
     """Static sizes and constants of a run: dimension ``d``, tokens ``L`` (the register excluded), signal tokens
     ``J``, heads ``H`` of width ``p``, feed-forward width ``m``, whether an output matrix ``W_O`` exists, batch size,
-    held-out size, and ``notebook_keys`` (the notebook's random numbers)."""
+    and held-out size."""
 
     d: int
     L: int
@@ -158,7 +159,6 @@ class Sizes(NamedTuple):
     output_matrix: bool
     batch_size: int
     n_test: int
-    notebook_keys: bool
 
 
 # --- model ------------------------------------------------------------------------------------------------------------
@@ -239,22 +239,21 @@ def sgd_step(params: Params, r, X, y, step_size):
 
 # --- random draws -----------------------------------------------------------------------------------------------------
 
-def _normal(key, shape, notebook_keys: bool):
-    """Standard normals: float32 draws cast to float64 with the notebook's keys, else float64 draws."""
-    dtype = jnp.float32 if notebook_keys else jnp.float64
-    return jax.random.normal(key, shape, dtype).astype(jnp.float64)
+def _normal(key, shape):
+    """Standard normals drawn in float32 (the notebook's draws; a quarter of the cost of float64 ones) as float64."""
+    return jax.random.normal(key, shape, jnp.float32).astype(jnp.float64)
 
 
-def sample_teachers(key, d: int, J: int, notebook_keys: bool):
+def sample_teachers(key, d: int, J: int):
     """``(k_star, v_star)``, each (J, d): k*_j a normalised Gaussian, v*_j an independent Gaussian orthogonalised
     against it and normalised, from the j-th of J keys split from ``key`` (split again: k*, then v*); ``J = 1`` uses
     ``key`` itself, as the notebook's one-direction runs do."""
 
     def one(k):
         kk, kv = jax.random.split(k)
-        ks = _normal(kk, (d,), notebook_keys)
+        ks = _normal(kk, (d,))
         ks = ks / jnp.linalg.norm(ks)
-        vs = _normal(kv, (d,), notebook_keys)
+        vs = _normal(kv, (d,))
         vs = vs - (vs @ ks) * ks
         return ks, vs / jnp.linalg.norm(vs)
 
@@ -262,19 +261,19 @@ def sample_teachers(key, d: int, J: int, notebook_keys: bool):
     return jax.vmap(one)(keys)
 
 
-def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, shared, notebook_keys: bool):
+def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, shared):
     """``n`` sequences: ``X_j = sqrt(d/2) k*_j + gamma z_j`` for the J signal tokens (first), the others N(0, I),
     ``y = sum_j X_j . v*_j + eps xi``. The key splits into (signal noise, noise tokens, label noise); ``z_1`` is
     drawn from the first, ``z_j`` (j > 1) from ``fold_in(first, j - 1)``, or ``z_j = z_1`` where ``shared``. Returns
     ``(X, y)``, shapes (n, L, d) and (n,)."""
     J, d = k_star.shape
     kz, kn, kxi = jax.random.split(key, 3)
-    z1 = _normal(kz, (n, d), notebook_keys)
-    zs = [z1] + [jnp.where(shared, z1, _normal(jax.random.fold_in(kz, j), (n, d), notebook_keys))
+    z1 = _normal(kz, (n, d))
+    zs = [z1] + [jnp.where(shared, z1, _normal(jax.random.fold_in(kz, j), (n, d)))
                  for j in range(1, J)]
     signal = math.sqrt(d / 2.0) * k_star + gamma * jnp.stack(zs, axis=1)
-    X = jnp.concatenate([signal, _normal(kn, (n, L - J, d), notebook_keys)], axis=1)
-    y = jnp.einsum("njd,jd->n", signal, v_star) + eps * _normal(kxi, (n,), notebook_keys)
+    X = jnp.concatenate([signal, _normal(kn, (n, L - J, d))], axis=1)
+    y = jnp.einsum("njd,jd->n", signal, v_star) + eps * _normal(kxi, (n,))
     return X, y
 
 
@@ -282,22 +281,21 @@ def init_params(key, sz: Sizes, arm: Arm):
     """The initial ``(params, r)`` (laws and key tree in :mod:`attnlab.marion.transformer`)."""
     d, H, p, m = sz.d, sz.H, sz.p, sz.m
     sub = jax.random.split(key, 7)
-    nb = sz.notebook_keys
     xavier = math.sqrt(2.0 / (p + d))
-    W_Q = xavier * _normal(sub[0], (H, p, d), nb)
-    W_K = jnp.where(arm.zero_key_init, 0.0, xavier * _normal(sub[1], (H, p, d), nb))
-    zv = _normal(sub[2], (H, d, p), nb)
+    W_Q = xavier * _normal(sub[0], (H, p, d))
+    W_K = jnp.where(arm.zero_key_init, 0.0, xavier * _normal(sub[1], (H, p, d)))
+    zv = _normal(sub[2], (H, d, p))
     if sz.output_matrix:
         W_V = xavier * zv
         coupled = zv.reshape(d, d)  # the same standard normals: H p d = d^2
-        own = _normal(jax.random.fold_in(sub[2], 1), (d, d), nb)
+        own = _normal(jax.random.fold_in(sub[2], 1), (d, d))
         W_O = math.sqrt(1.0 / d) * jnp.where(arm.coupled_output_init, coupled, own)
     else:
         W_V, W_O = math.sqrt(1.0 / d) * zv, None
     ffn = math.sqrt(2.0 / (m + d))
-    params = Params(W_Q, W_K, W_V, W_O, ffn * _normal(sub[3], (m, d), nb), jnp.zeros(m),
-                    ffn * _normal(sub[4], (d, m), nb), jnp.zeros(d), _normal(sub[5], (d,), nb) / d)
-    r = math.sqrt(1.0 / d) * _normal(sub[6], (d,), nb)
+    params = Params(W_Q, W_K, W_V, W_O, ffn * _normal(sub[3], (m, d)), jnp.zeros(m),
+                    ffn * _normal(sub[4], (d, m)), jnp.zeros(d), _normal(sub[5], (d,)) / d)
+    r = math.sqrt(1.0 / d) * _normal(sub[6], (d,))
     return params, r
 
 
@@ -309,8 +307,9 @@ def _cos(a, b):
 
 def diagnostics(params: Params, r, k_star, v_star, X, y, eps):
     """The logged quantities of one state on the held-out set ``(X, y)`` (see :mod:`attnlab.marion.transformer`):
-    a dict of ``test_excess_risk`` (), ``rank1_ratio`` and ``s2_over_s1`` (H,), ``kappa_notebook``, ``kappa_exact``,
-    ``nu_notebook``, ``nu_exact`` and ``attention_signal`` (H, J)."""
+    a dict of ``test_excess_risk`` and its standard error ``test_excess_risk_se`` (), ``rank1_ratio`` and
+    ``s2_over_s1`` (H,), ``kappa_notebook``, ``kappa_exact``, ``nu_notebook``, ``nu_exact`` and
+    ``attention_signal`` (H, J)."""
     J = k_star.shape[0]
     a, h0 = _head_outputs(params, r, X)
     y_hat = _feed_forward(params, h0) @ params.theta
@@ -327,8 +326,10 @@ def diagnostics(params: Params, r, k_star, v_star, X, y, eps):
     w_lin = value_out @ lin
     w_exact = value_out @ jac
     cos = jax.vmap(jax.vmap(_cos, in_axes=(None, 0)), in_axes=(0, None))  # (H, d) x (J, d) -> (H, J)
+    sq = (y_hat - y) ** 2
     return {
-        "test_excess_risk": jnp.mean((y_hat - y) ** 2) - eps**2,
+        "test_excess_risk": jnp.mean(sq) - eps**2,
+        "test_excess_risk_se": jnp.std(sq, ddof=1) / math.sqrt(sq.shape[0]),
         "rank1_ratio": s[:, 0] ** 2 / jnp.sum(s**2, axis=-1),
         "s2_over_s1": s[:, 1] / s[:, 0],
         "kappa_notebook": jnp.abs(e1 @ k_star.T),
@@ -353,7 +354,7 @@ class RunData(NamedTuple):
 
 def _test_set(run: RunData, arm: Arm, sz: Sizes, gamma, eps):
     return sample_tokens(run.test_key, run.k_star, run.v_star, sz.n_test, sz.L, gamma, eps,
-                         arm.shared_signal_noise, sz.notebook_keys)
+                         arm.shared_signal_noise)
 
 
 def _log(params, run: RunData, arm: Arm, sz: Sizes, gamma, eps):
@@ -362,8 +363,7 @@ def _log(params, run: RunData, arm: Arm, sz: Sizes, gamma, eps):
 
 
 def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size):
-    X, y = sample_tokens(key, run.k_star, run.v_star, sz.batch_size, sz.L, gamma, eps, arm.shared_signal_noise,
-                         sz.notebook_keys)
+    X, y = sample_tokens(key, run.k_star, run.v_star, sz.batch_size, sz.L, gamma, eps, arm.shared_signal_noise)
     return sgd_step(params, run.r, X, y, step_size)[0]
 
 
@@ -442,12 +442,12 @@ def train(params0, runs: RunData, step_keys, arms: Arm, sz: Sizes, *, gamma, eps
 # --- Monte Carlo and the LayerNorm floor ------------------------------------------------------------------------------
 
 def mc_excess_risk(key, params: Params, r, k_star, v_star, n: int, L: int, gamma, eps, shared, chunk: int = 2000):
-    """Monte Carlo ``E(y_hat - y)^2 - eps^2`` with ``n`` fresh sequences (float64 draws). Returns
+    """Monte Carlo ``E(y_hat - y)^2 - eps^2`` with ``n`` fresh sequences. Returns
     ``(mean, standard_error)``."""
     from attnlab.slr.montecarlo import mc_mean
 
     def f(k, size):
-        X, y = sample_tokens(k, k_star, v_star, size, L, gamma, eps, shared, False)
+        X, y = sample_tokens(k, k_star, v_star, size, L, gamma, eps, shared)
         return (predict(params, r, X) - y) ** 2 - eps**2
 
     return mc_mean(key, f, n, min(chunk, n))
