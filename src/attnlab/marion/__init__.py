@@ -9,6 +9,9 @@
 * :mod:`attnlab.marion.multihead` -- two erf heads on two signal tokens (App. E.3): closed-form risk from the Gram
   matrix, the exact reduced SGD chain, classes of runs; :mod:`attnlab.marion.multihead_preset` and
   :mod:`attnlab.marion.multihead_figures` -- its preset and figure.
+* :mod:`attnlab.marion.transformer` -- the one-layer transformer with a frozen register token of App. E.3 (T2: one
+  softmax head, T3: two heads): model, SGD, diagnostics, LayerNorm floor; :mod:`attnlab.marion.transformer_preset`
+  and :mod:`attnlab.marion.transformer_figures` -- its two presets and their figures.
 
 The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`).
 """

@@ -395,3 +395,37 @@ register(Preset(
     config_cls=_probing.BertProbingConfig, run=_probing.run, summarize=_probing.summarize,
     plot=_probing_figures.plot, defaults={}, quick={"max_per_list": 512, "n_probe_seeds": 4},
     finding=_probing.finding, prerequisite=_probing.prerequisite, memory=_probing.memory_bytes))
+
+
+# The transformer experiments T2 and T3 of App. E.3 (modules transformer, transformer_preset, transformer_figures):
+# register + pre-LN softmax attention + ReLU feed-forward, plain SGD, the corrected and the notebook's model on the
+# same draws. Quick sizes: d = 40 (heads of width 40 and 2 x 20), feed-forward width 100, batch 64, step size doubled,
+# 4 runs of 400 (one head) and 600 (two heads) updates: the register's attention direction aligns with k* and the
+# value map with v*, and the notebook's rank-one M and coupled W_O are checked against the corrected model.
+from attnlab.marion import transformer_figures as _transformer_figures  # noqa: E402
+from attnlab.marion import transformer_preset as _transformer  # noqa: E402
+
+register(Preset(
+    name="marion-transformer-single-head", paper="marion", citation=CITATION,
+    figure="App. E.3 (single-head transformer; figure number unknown)",
+    description="One-layer transformer (frozen register, pre-LN softmax head of width 80, ReLU feed-forward of width "
+                "200, register readout), SGD (batch 128, step 1e-2, 8000 updates), 20 runs: the register attends "
+                "along k*, the value map reads v*; the notebook's W_K = 0 (rank-one W_Q^T W_K by construction) "
+                "against a Gaussian W_K on the same draws, with the LayerNorm floor of the risk.",
+    config_cls=_transformer.SingleHeadConfig, run=_transformer.run, summarize=_transformer.summarize,
+    plot=_transformer_figures.plot, defaults={},
+    quick={"n_repeats": 4, "d": 40, "head_dim": 40, "ffn_width": 100, "batch_size": 64, "step_size": 2e-2,
+           "n_steps": 400, "log_every": 50, "n_mc": 2000, "n_floor": 2000},
+    finding=_transformer.finding, memory=_transformer.memory_bytes))
+register(Preset(
+    name="marion-transformer-multihead", paper="marion", citation=CITATION,
+    figure="App. E.3 (multi-head transformer; figure number unknown)",
+    description="The one-layer transformer with two heads of width 40 and an output matrix on two signal tokens, SGD "
+                "(batch 128, step 2e-2, 10k updates), 10 runs: matched key and value alignments per head; the "
+                "notebook (W_K = 0, shared signal noise, W_O drawn with W_V's key) against the corrected model on "
+                "the same draws.",
+    config_cls=_transformer.MultiHeadConfig, run=_transformer.run, summarize=_transformer.summarize,
+    plot=_transformer_figures.plot, defaults={},
+    quick={"n_repeats": 4, "d": 40, "ffn_width": 100, "batch_size": 64, "step_size": 4e-2, "n_steps": 600,
+           "log_every": 50, "n_mc": 2000, "n_floor": 2000},
+    finding=_transformer.finding, memory=_transformer.memory_bytes))
