@@ -113,8 +113,9 @@ def plot(ds: xr.Dataset, cfg):
         from attnlab.marion.transformer_preset import matched_curves
 
         mk, mn, _ = matched_curves(ds, kappa, nu, cfg)
-        for ax, curves, sym, ylabel in ((axes[1], np.abs(mk), _KAPPA[cfg.alignment], "matched key alignment"),
-                                        (axes[2], mn, _NU[cfg.alignment], "matched value alignment")):
+        rule = {"head1": "head-1 rule", "best": "best assignment"}[cfg.matching]
+        for ax, curves, sym, kind in ((axes[1], np.abs(mk), _KAPPA[cfg.alignment], "key"),
+                                      (axes[2], mn, _NU[cfg.alignment], "value")):
             for i, label in enumerate(ds.model.values):
                 for h in range(2):
                     _mean_band(ax, steps, curves[i, ..., h], _COLOURS[str(label)], ls=_HEADS[h])
@@ -122,8 +123,8 @@ def plot(ds: xr.Dataset, cfg):
                 ax.plot([], [], color=_COLOURS[str(label)], label=_NAMES[str(label)])
             for h in range(2):
                 ax.plot([], [], color="0.3", ls=_HEADS[h], label=f"$h={h + 1}$")
-            ax.set(xlabel=LABELS["step"], ylabel=f"{ylabel} {sym}", ylim=(-0.2, 1.05),
-                   title=f"matched curves, {cfg.matching} rule (mean, 95%)")
+            ax.set(xlabel=LABELS["step"], ylabel=sym, ylim=(-0.2, 1.05),
+                   title=f"matched {kind}s, {rule} (mean, 95%)")
             ax.legend(loc="lower right", ncol=2, columnspacing=0.8, handlelength=1.6)
         _rank1_panel(axes[3], ds)
     for ax in axes:
