@@ -64,11 +64,11 @@ runs are the notebook's own runs, which the faithful checks compare with its pri
   excess risk and alignments against its runs 1-5 (5 SE of the difference of the means; control: the untrained model);
   T3, the matched ``kappa`` curves' final means against its printed table (5 SE; control: the other assignment of
   heads to directions) and the final excess risk against its runs 1, 2 and 10;
-* with ``notebook_keys``, seed 0, the notebook's run count and sizes, its runs themselves: T2, the first printed rows of
-  run 1 (steps 0-400; 1e-5; control: the printed rows one log later) and the final values of runs 1-5 (2.5e-3;
-  control: runs 6-10); T3, the printed final ``kappa`` table (2e-3, the
-  drift between platforms of a faithful rerun; control: heads exchanged) and the tail of run 10 (same bound;
-  control: the tail of run 9).
+* with ``notebook_keys``, seed 0, the notebook's run count and sizes, its runs themselves: T2, the first printed
+  rows of run 1 (steps 0-400; 1e-5; control: the printed rows one log later) and the final values of runs 1-5
+  (2.5e-3; control: runs 6-10); T3 (with its logging offsets), the printed final ``kappa`` table (2e-3, the drift
+  between platforms of a faithful rerun; control: heads exchanged) and the tail of run 10 (same bound; control: the
+  tail of run 9).
 """
 
 from __future__ import annotations
