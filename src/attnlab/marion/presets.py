@@ -197,20 +197,6 @@ def _reached(last) -> np.ndarray:
     return (np.abs(last.kappa.values) > REACH) & (np.abs(last.nu.values) > REACH)
 
 
-def _check(name: str, *, theory: float, simulation: float, tolerance: float, **kw) -> Check:
-    """``Check(name, ...)``, or :meth:`Check.not_evaluated` with the reason where the theory, the simulation or the
-    tolerance is not finite (a diverged run, e.g. ``step_size=1e300``) or the tolerance is not positive."""
-    bad = [label for label, x in (("theory", theory), ("simulation", simulation), ("tolerance", tolerance))
-           if not math.isfinite(float(x))]
-    if bad:
-        return Check.not_evaluated(name, f"non-finite {', '.join(bad)} (the run diverged or overflowed)",
-                                   theory=float(theory), basis=kw.get("basis", ""))
-    if not float(tolerance) > 0:
-        return Check.not_evaluated(name, f"tolerance {float(tolerance):g} is not positive (zero standard error)",
-                                   theory=float(theory), basis=kw.get("basis", ""))
-    return Check(name, theory=theory, simulation=simulation, tolerance=tolerance, **kw)
-
-
 def summarize(ds: xr.Dataset, cfg: MarionConfig):
     """Metrics of the final logged step and the theory-vs-simulation checks, each with its negative control."""
     last = ds.isel(step=-1)
@@ -239,7 +225,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
     wrong = ("the oracle's closed-form risk (repeat 0 ends at the spurious point k = v*)" if at_spurious else
              f"the spurious point k = v*'s closed-form risk (best theta = {ds.spurious_excess_risk.attrs['theta']:.3f})")
     checks = [
-        _check(
+        Check.where_finite(
             "closed-form excess risk vs Monte Carlo, tokens drawn in the frame (final iterate, repeat 0)",
             theory=theory0,
             simulation=float(ds.mc_frame_excess_risk),
@@ -248,7 +234,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
             control=wrong,
             control_theory=float(last.oracle_excess_risk) if at_spurious else float(ds.spurious_excess_risk),
         ),
-        _check(
+        Check.where_finite(
             "closed-form excess risk vs Monte Carlo in R^d (final iterate, repeat 0)",
             theory=theory0,
             simulation=float(ds.mc_excess_risk),
@@ -271,7 +257,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
         traj_gap = max(float(np.max(np.abs(ds[f"cross_{n}"].values - ds[n].isel(repeat=0).values)))
                        for n in OVERLAP_NAMES)
         checks.append(
-            _check(
+            Check.where_finite(
                 f"final |overlap| gap, {ds.attrs['simulator']} vs {ds.attrs['cross_simulator']}",
                 theory=0.0,
                 simulation=final_gap,
@@ -294,7 +280,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
         else:
             mid = ds.sizes["step"] // 2
             checks.append(
-                _check(
+                Check.where_finite(
                     name,
                     theory=float(last.excess_risk.mean()),
                     simulation=float(last.test_excess_risk.mean()),
