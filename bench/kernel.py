@@ -6,8 +6,9 @@ On m sequences of s tokens (iid N(0, I_d) tokens, d = 16; default m = 64, s = 8:
 a first call of the same shapes compiles) and records the standard error of its entries (the spread of its QMC
 replicates). The references, in the same process, estimate the same covariance by Monte Carlo over networks:
 
-* ``brute_force``: :func:`attnlab.sakai.reference.sample_reference_stack`, every weight explicit (width n, H heads),
-  each network's Gram ``X X^T/n`` of its n output features;
+* ``brute_force``: :func:`attnlab.sakai.reference.sample_reference_stack`, every weight explicit (width n, H heads;
+  default n = 1024, H = 16: the width at which ``sakai-kernel`` finds the finite-width covariance within its SE of
+  the kernel), each network's Gram ``X X^T/n`` of its n output features;
 * ``exact_sampler``: :func:`attnlab.sakai.joint.sample_network` (the same finite-width law without the width),
   each network's conditional covariance C.
 
@@ -17,7 +18,7 @@ networks) give the networks, hence the time, it needs to reach the kernel's stan
 kernel's (equal numbers of entries, so it is also the ratio of entries per second). Each output line is one JSON
 object; the last one holds ``ratio_vs_brute_force`` and ``ratio_vs_exact_sampler``.
 
-    .venv/bin/python bench/kernel.py            # m = 64, s = 8 (several minutes on 2 cores, most of it brute force)
+    .venv/bin/python bench/kernel.py            # m = 64, s = 8, 2048 points x 8 replicates (minutes on 2 cores)
     .venv/bin/python bench/kernel.py --tiny     # m = 4, s = 4: checks that the script runs
 """
 
@@ -76,12 +77,12 @@ def main():
     ap.add_argument("--sequences", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--dim", type=int, default=16)
-    ap.add_argument("--points", type=int, default=512, help="Sobol points per QMC replicate")
+    ap.add_argument("--points", type=int, default=2048, help="Sobol points per QMC replicate")
     ap.add_argument("--replicates", type=int, default=8)
-    ap.add_argument("--width", type=int, default=256, help="width n of the reference networks")
+    ap.add_argument("--width", type=int, default=1024, help="width n of the reference networks")
     ap.add_argument("--heads", type=int, default=16, help="heads H of the reference networks")
-    ap.add_argument("--brute-networks", type=int, default=8)
-    ap.add_argument("--exact-networks", type=int, default=2000)
+    ap.add_argument("--brute-networks", type=int, default=6)
+    ap.add_argument("--exact-networks", type=int, default=200)
     args = ap.parse_args()
     if args.tiny:
         args.sequences, args.tokens, args.points, args.replicates = 4, 4, 64, 4
