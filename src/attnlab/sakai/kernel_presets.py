@@ -222,6 +222,14 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     gb, gb_se = _mean_se(Gb)
     ge, ge_se = _mean_se(Ce)
     gc, gc_se = _mean_se(Cc)
+    # brute force against the joint law itself (n = inf, the same H); control: the law at 1/n scaling, the Gaussian
+    # N(0, K_lin) of average pooling (drawn from its eigen-factor: K_lin has rank m)
+    Yl, _ = sample_joint_limit(ks[11], K0, n_tokens=s, n_heads=H_ref, n_samples=cfg.n_limit, max_heads=H_max)
+    lam, V = np.linalg.eigh(k1_lin.mean)
+    g = np.asarray(jax.random.normal(jax.random.fold_in(ks[11], 1), (cfg.n_limit, M)))
+    plin = (g @ (V * np.sqrt(np.maximum(lam, 0.0))).T @ W.T).T
+    pl = (np.asarray(Yl).reshape(cfg.n_limit, M) @ W.T).T
+    out.update(reference_law_ks=dist.ks_w1_rows(pb, pl)[0], reference_law_ks_control=dist.ks_w1_rows(pb, plin)[0])
     out.update(reference_ks=dist.ks_w1_rows(pb, pe)[0], reference_ks_control=dist.ks_w1_rows(pb, pc)[0],
                reference_gram=gb, reference_gram_se=gb_se, reference_exact_gram=ge, reference_exact_gram_se=ge_se,
                reference_control_gram=gc, reference_control_gram_se=gc_se)
@@ -310,6 +318,10 @@ def run(cfg: KernelConfig, key, progress=None) -> xr.Dataset:
         "reference_ks": v(("dataset", "projection"), "reference_ks", "KS(brute force, exact sampler) of w^T y"),
         "reference_ks_control": v(("dataset", "projection"), "reference_ks_control",
                                   "KS(brute force, exact sampler at 1/n scaling): control"),
+        "reference_law_ks": v(("dataset", "projection"), "reference_law_ks",
+                              "KS(brute force, joint law at n = inf and the same H) of w^T y"),
+        "reference_law_ks_control": v(("dataset", "projection"), "reference_law_ks_control",
+                                      "KS(brute force, joint law at 1/n scaling): control"),
         "reference_gram": v(dt, "reference_gram", "brute-force E[X X^T/n]"),
         "reference_gram_se": v(dt, "reference_gram_se", "its standard error"),
         "reference_exact_gram": v(dt, "reference_exact_gram", "exact sampler E[C] at the reference width"),
@@ -322,6 +334,8 @@ def run(cfg: KernelConfig, key, progress=None) -> xr.Dataset:
         data[name] = ((), val, {**one, "long_name": "one sequence, Sigma = I: " + name.removeprefix("single_")})
     data["reference_ks_crit"] = ((), dist.ks_critical(cfg.n_reference, cfg.n_networks, KS_ALPHA / len(W)),
                                  {**one, "long_name": "KS critical value, level 0.001 over the projections"})
+    data["reference_law_ks_crit"] = ((), dist.ks_critical(cfg.n_reference, cfg.n_limit, KS_ALPHA / len(W)),
+                                     {**one, "long_name": "KS critical value, level 0.001 over the projections"})
     data["ks_crit"] = ((), dist.ks_critical(cfg.n_networks, cfg.n_limit, KS_ALPHA / len(W)),
                        {**one, "long_name": "KS critical value, level 0.001 over the projections"})
     coords = {
@@ -415,6 +429,12 @@ def summarize(ds: xr.Dataset, cfg: KernelConfig):
                             basis=f"KS critical value, level 0.001 over the projections, {cfg.n_reference} networks",
                             control="the exact sampler at 1/n scaling",
                             control_simulation=float(D.reference_ks_control.values.max())))
+        checks.append(Check(f"{kind}: brute force, n = {cfg.reference_width} vs the joint law (n = inf) at H = "
+                            f"{cfg.reference_heads} (largest KS of w^T y over 4 projections)", 0.0,
+                            float(D.reference_law_ks.values.max()), float(ds.reference_law_ks_crit),
+                            basis=f"KS critical value, level 0.001 over the projections, {cfg.n_reference} networks",
+                            control="the joint law at 1/n scaling (average pooling)",
+                            control_simulation=float(D.reference_law_ks_control.values.max())))
         zg = _max_z(D.reference_gram.values, D.reference_gram_se.values, D.reference_exact_gram.values,
                     D.reference_exact_gram_se.values)
         zg_ctl = _max_z(D.reference_gram.values, D.reference_gram_se.values, D.reference_control_gram.values,
