@@ -450,18 +450,6 @@ def _mean_se(x):
     return float(np.mean(x)), (float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size > 1 else math.nan)
 
 
-def _check(name, *, theory, simulation, tolerance, **kw) -> Check:
-    """:class:`Check`, or :meth:`Check.not_evaluated` where a side or the tolerance is not finite and positive."""
-    bad = [label for label, x in (("theory", theory), ("simulation", simulation), ("tolerance", tolerance))
-           if not math.isfinite(float(x))]
-    if bad:
-        return Check.not_evaluated(name, f"non-finite {', '.join(bad)}", theory=float(theory),
-                                   basis=kw.get("basis", ""))
-    if not float(tolerance) > 0:
-        return Check.not_evaluated(name, "zero standard error", theory=float(theory), basis=kw.get("basis", ""))
-    return Check(name, theory=float(theory), simulation=float(simulation), tolerance=float(tolerance), **kw)
-
-
 def matched_curves(ds, kappa, nu, cfg, rule=None):
     """Matched curves (model, step, run, 2) of ``kappa`` and ``nu`` by the rule (default: the config's) applied to
     each model's last log of ``|kappa|``."""
@@ -506,15 +494,17 @@ def summarize(ds: xr.Dataset, cfg: TransformerConfig):
         metrics["notebook_table_matched_kappa_h2_mean"] = float(np.mean(nb[:, 1]))
 
     checks = [
-        _check("forward pass: register row vs the notebook's full (L+1)-row computation, max |difference|",
-               theory=0.0, simulation=float(ds.forward_gap.max()), tolerance=1e-10,
-               basis="float64 round-off bound (|y_hat| of order 1)",
-               control="the full computation read out at row 1 (the first signal token)",
-               control_simulation=float(ds.forward_gap_row1.min())),
-        _check("forward pass invariant under permutations of the L tokens (reversed), max |difference|",
-               theory=0.0, simulation=float(ds.permutation_gap.max()), tolerance=1e-10,
-               basis="float64 round-off bound", control="the register exchanged with token 1",
-               control_simulation=float(ds.register_swap_gap.min())),
+        Check.where_finite(
+            "forward pass: register row vs the notebook's full (L+1)-row computation, max |difference|",
+            theory=0.0, simulation=float(ds.forward_gap.max()), tolerance=1e-10,
+            basis="float64 round-off bound (|y_hat| of order 1)",
+            control="the full computation read out at row 1 (the first signal token)",
+            control_simulation=float(ds.forward_gap_row1.min())),
+        Check.where_finite(
+            "forward pass invariant under permutations of the L tokens (reversed), max |difference|",
+            theory=0.0, simulation=float(ds.permutation_gap.max()), tolerance=1e-10,
+            basis="float64 round-off bound", control="the register exchanged with token 1",
+            control_simulation=float(ds.register_swap_gap.min())),
     ]
     checks += _pair_checks(ds, cfg)
     checks.append(_risk_check(ds))
@@ -544,21 +534,22 @@ def _pair_checks(ds, cfg) -> list[Check]:
             sel = ds.sel(model=m)
             return float(np.nanmax(np.abs(sel.kappa_notebook.values - np.abs(sel.kappa_exact.values))))
 
-        out.append(_check(names[0], theory=0.0, simulation=ratio(zero[0]), tolerance=1e-10,
-                          basis="float64 round-off bound", control="the model with a Gaussian W_K (same draws)",
-                          control_simulation=ratio(gauss[0])))
-        out.append(_check(names[1], theory=0.0, simulation=kappa_gap(zero[0]), tolerance=1e-10,
-                          basis="float64 round-off bound", control="the model with a Gaussian W_K (same draws)",
-                          control_simulation=kappa_gap(gauss[0])))
+        out.append(Check.where_finite(
+            names[0], theory=0.0, simulation=ratio(zero[0]), tolerance=1e-10, basis="float64 round-off bound",
+            control="the model with a Gaussian W_K (same draws)", control_simulation=ratio(gauss[0])))
+        out.append(Check.where_finite(
+            names[1], theory=0.0, simulation=kappa_gap(zero[0]), tolerance=1e-10, basis="float64 round-off bound",
+            control="the model with a Gaussian W_K (same draws)", control_simulation=kappa_gap(gauss[0])))
     if "output_coupling" in ds:
         name = "W_O drawn with W_V's key: W_O = sqrt((1/d)/(2/(p+d))) flat(W_V), max |difference|"
         coupled = [m for m, c in zip(labels, ds.coupled_output_init.values, strict=True) if c]
         own = [m for m, c in zip(labels, ds.coupled_output_init.values, strict=True) if not c]
         if coupled and own:
-            out.append(_check(name, theory=0.0, simulation=float(ds.output_coupling.sel(model=coupled[0]).max()),
-                              tolerance=1e-13, basis="float64 round-off bound (entries of order 0.1)",
-                              control="the model whose W_O has a key of its own",
-                              control_simulation=float(ds.output_coupling.sel(model=own[0]).min())))
+            out.append(Check.where_finite(
+                name, theory=0.0, simulation=float(ds.output_coupling.sel(model=coupled[0]).max()), tolerance=1e-13,
+                basis="float64 round-off bound (entries of order 0.1)",
+                control="the model whose W_O has a key of its own",
+                control_simulation=float(ds.output_coupling.sel(model=own[0]).min())))
         else:
             out.append(Check.not_evaluated(name, "needs a model with the coupled W_O and one without (paired)",
                                            theory=0.0))
@@ -572,7 +563,7 @@ def _risk_check(ds) -> Check:
     last = ds.isel(step=-1)
     se_run = np.hypot(last.test_excess_risk_se.mean("model").values, ds.mc_excess_risk_se.mean("model").values)
     se = float(np.sqrt(np.sum(se_run**2)) / se_run.size)
-    return _check(
+    return Check.where_finite(
         "held-out excess risk vs Monte Carlo at the final state (mean over runs and models)",
         theory=float(ds.mc_excess_risk.mean()), simulation=float(last.test_excess_risk.mean()), tolerance=5.0 * se,
         basis=f"5 SE from each run's samples ({int(ds.test_excess_risk.attrs['n_samples'])} held-out and "
@@ -591,7 +582,7 @@ def _reference_checks_t2(ds, cfg) -> list[Check]:
     for q, da in ours.items():
         vals = np.asarray(da.values).reshape(da.sizes["step"], -1)
         (m, se), (m_ref, se_ref) = _mean_se(vals[-1]), _mean_se(ref[q])
-        out.append(_check(
+        out.append(Check.where_finite(
             f"notebook model, final {words[q]}: mean over runs vs the notebook's runs 1-5",
             theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se, se_ref),
             basis=f"5 SE of the difference, {len(ref[q])} notebook runs and {vals.shape[1]} here",
@@ -610,14 +601,14 @@ def _reference_checks_t3(ds, cfg) -> list[Check]:
     out = []
     for h in range(2):
         (m, se), (m_ref, se_ref) = _mean_se(ours[:, h]), _mean_se(ref[:, h])
-        out.append(_check(
+        out.append(Check.where_finite(
             f"notebook model, matched |e_1 . k*| curve h = {h + 1} at the last log (head-1 rule) vs the printed table",
             theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se, se_ref),
             basis=f"5 SE of the difference, {ref.shape[0]} notebook runs and {k.shape[0]} here",
             control="the other assignment of heads to directions", control_simulation=float(np.mean(crossed[:, h]))))
     risk = np.asarray(sel.test_excess_risk.values)
     (m, se), (m_ref, se_ref) = _mean_se(risk[-1]), _mean_se(NOTEBOOK_T3["final_excess_risk"])
-    out.append(_check(
+    out.append(Check.where_finite(
         "notebook model, final excess risk: mean over runs vs the notebook's runs 1, 2 and 10",
         theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se, se_ref),
         basis=f"5 SE of the difference, 3 notebook runs and {risk.shape[1]} here",
@@ -640,7 +631,7 @@ def _faithful_checks_t2(ds) -> list[Check]:
         for q in ours:
             o, r = np.asarray(ours[q])[idx, 0], np.asarray(ref[q])
             extra = " (step 0: |k*[0]|, the SVD artefact)" if q == "kappa" else ""
-            out.append(_check(
+            out.append(Check.where_finite(
                 f"faithful run 1: {words[q]}{extra} at steps 0-400 vs the notebook's printed rows, max |difference|",
                 theory=0.0, simulation=float(np.max(np.abs(o - r))), tolerance=FAITHFUL_ROWS_TOLERANCE,
                 basis="float32 round-off of the notebook over 400 updates (see FAITHFUL_ROWS_TOLERANCE)",
@@ -651,8 +642,9 @@ def _faithful_checks_t2(ds) -> list[Check]:
         ref = np.concatenate([final[q] for q in ours])
         mine = np.concatenate([np.asarray(ours[q])[-1, :5] for q in ours])
         wrong = np.concatenate([np.asarray(ours[q])[-1, 5:10] for q in ours])
-        out.append(_check(
-            "faithful runs 1-5: final excess risk, |e_1 . k*| and cos(w, v*) vs the notebook's reruns, max |difference|",
+        out.append(Check.where_finite(
+            "faithful runs 1-5: final excess risk, |e_1 . k*| and cos(w, v*) vs the notebook's reruns, "
+            "max |difference|",
             theory=0.0, simulation=float(np.max(np.abs(mine - ref))), tolerance=FAITHFUL_DRIFT + 5e-4,
             basis="the drift between platforms of a faithful rerun (FAITHFUL_DRIFT) plus half a unit of the third "
                   "printed decimal",
@@ -669,7 +661,7 @@ def _faithful_checks_t3(ds) -> list[Check]:
     out = []
     if steps[-1] == tail["step"][-1]:
         table = NOTEBOOK_T3["kappa"]
-        out.append(_check(
+        out.append(Check.where_finite(
             "faithful runs: final |e_1^a . k*_j| vs the notebook's printed table, max |difference|",
             theory=0.0, simulation=float(np.max(np.abs(k[-1] - table))), tolerance=FAITHFUL_DRIFT,
             basis="the drift between platforms of a faithful rerun (FAITHFUL_DRIFT)",
@@ -685,7 +677,7 @@ def _faithful_checks_t3(ds) -> list[Check]:
                                    mh.matched(kk[idx], swap).T.reshape(-1), mh.matched(nn[idx], swap).T.reshape(-1)])
 
         ref = np.concatenate([tail["excess_risk"], np.reshape(tail["kappa"], -1), np.reshape(tail["nu"], -1)])
-        out.append(_check(
+        out.append(Check.where_finite(
             "faithful run 10: last five logs (excess risk, matched kappa and nu) vs the notebook, max |difference|",
             theory=0.0, simulation=float(np.max(np.abs(curves(9) - ref))), tolerance=FAITHFUL_DRIFT,
             basis="the drift between platforms of a faithful rerun (FAITHFUL_DRIFT)",
