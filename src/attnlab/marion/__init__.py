@@ -4,7 +4,8 @@
 * :mod:`attnlab.marion.predictors` -- erf attention ``T_lambda``, the oracle, the best linear predictor, the Bayes predictor;
 * :mod:`attnlab.marion.dynamics` -- projected GD on the sphere (vector and exact 5-overlap recursion), online SGD;
 * :mod:`attnlab.marion.montecarlo` -- Monte Carlo risks in R^d (excess, Bayes, linear baseline);
-* :mod:`attnlab.marion.presets` -- the five official configurations as presets, and ``marion-toy-multihead``;
+* :mod:`attnlab.marion.presets` -- the five official configurations as presets, and the registration of the App. E.3
+  and Sec. 2 presets;
 * :mod:`attnlab.marion.figures` -- the presets' figure;
 * :mod:`attnlab.marion.multihead` -- two erf heads on two signal tokens (App. E.3): closed-form risk from the Gram
   matrix, the exact reduced SGD chain, classes of runs; :mod:`attnlab.marion.multihead_preset` and
@@ -12,6 +13,9 @@
 * :mod:`attnlab.marion.transformer` -- the one-layer transformer with a frozen register token of App. E.3 (T2: one
   softmax head, T3: two heads): model, SGD, diagnostics, LayerNorm floor; :mod:`attnlab.marion.transformer_preset`
   and :mod:`attnlab.marion.transformer_figures` -- its two presets and their figures.
+* :mod:`attnlab.marion.probing` -- the template sentences of the BERT probing experiment (Sec. 2);
+  :mod:`attnlab.marion.probing_bert` -- a BERT encoder forward pass in JAX read from a Hugging Face model directory;
+  :mod:`attnlab.marion.probing_preset` and :mod:`attnlab.marion.probing_figures` -- its preset and figure.
 
 The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`).
 """
