@@ -185,7 +185,7 @@ def test_sigint_to_a_running_process(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-PAPER = "sakai"  # the cheapest paper at quick size: the conformance test runs every preset of every paper
+PAPER = "bruno"  # the cheapest paper at quick size: the conformance test runs every preset of every paper
 
 
 def _paper():
