@@ -33,11 +33,15 @@ import scipy.integrate as si
 import scipy.special as sp
 
 import attnlab  # noqa: F401
+from attnlab import runtime
 from attnlab.marion import risk as closed
 from attnlab.marion.dynamics import SCHEDULE_RATE
 from attnlab.registry import all_presets, resolve_config
 from attnlab.slr.data import init_sphere, sample_teacher
 from attnlab.slr.overlaps import overlaps
+
+runtime.configure()  # this script is its own process: attnlab's XLA flags and compile cache,
+jax.config.update("jax_enable_x64", True)  # and float64 throughout, as the presets run (attnlab.api does it per run)
 
 
 def _zeta_quad_np(t, s):

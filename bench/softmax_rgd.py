@@ -23,11 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import runtime
 from attnlab.dohmatob import rgd as empirical
 from attnlab.dohmatob import rgd_native
 from attnlab.dohmatob.data import sample_dohmatob
 from attnlab.registry import all_presets, resolve_config
 from attnlab.slr.data import init_sphere, sample_teacher
+
+runtime.configure()  # this script is its own process: attnlab's XLA flags and compile cache,
+jax.config.update("jax_enable_x64", True)  # and float64 throughout, as the presets run (attnlab.api does it per run)
 
 
 def reference_throughput(cfg, n_steps: int, trials: int = 3) -> float:
