@@ -25,10 +25,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from attnlab.config import ExperimentConfig, validate_config
 from attnlab.errors import AttnlabError
 
-__all__ = ["PAPERS", "Check", "Preset", "register", "get_preset", "all_presets", "resolve_config", "unmet"]
+__all__ = ["PAPERS", "Check", "mean_se", "Preset", "register", "get_preset", "all_presets", "resolve_config", "unmet"]
 
 PAPERS: tuple[str, ...] = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
 """The paper folders, in the order of the catalogue; preset names start with their paper (``marion-manifold``)."""
@@ -38,6 +40,13 @@ def _finite(x) -> float | None:
     """``x`` as a float, or None where it is not finite (JSON has no NaN)."""
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def mean_se(x) -> tuple[float, float]:
+    """The mean of repeated measurements ``x`` (any shape, flattened) and its standard error ``std(ddof=1) /
+    sqrt(size)`` (NaN for fewer than two): the usual basis of a check's tolerance."""
+    x = np.asarray(x, dtype=float).reshape(-1)
+    return float(np.mean(x)), (float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan)
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ import xarray as xr
 
 from attnlab.config import ExperimentConfig
 from attnlab.marion import multihead as mh
-from attnlab.registry import Check
+from attnlab.registry import Check, mean_se
 
 __all__ = ["CITATION", "NOTEBOOK_KAPPA", "NOTEBOOK_SETTINGS", "SWITCHES", "ToyMultiheadConfig", "run", "summarize",
            "finding", "notebook_classes"]
@@ -357,11 +357,6 @@ def _permuted(kappa):
     return k
 
 
-def _mean_se(x):
-    x = np.asarray(x, dtype=float)
-    return float(np.mean(x)), float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size > 1 else math.nan
-
-
 def _value_balance(ds, law: str):
     """``|nu_hj| - |nu_hj'|`` of every head at the last log under ``law``, j the direction of its larger ``|kappa|``
     (flat array). Under shared signal noise the risk sees ``v*_1, v*_2`` only through ``v*_1 + v*_2`` (``y - eps xi =
@@ -466,7 +461,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
         if bal.size < 2:
             checks.append(Check.not_evaluated(name, "one head: the standard error needs two", theory=0.0))
         else:
-            m, se = _mean_se(bal)
+            m, se = mean_se(bal)
             checks.append(Check.where_finite(
                 name, theory=0.0, simulation=m, tolerance=5.0 * se, basis=f"5 SE over {bal.size} heads",
                 control="the same under independent noises, on the same draws",
@@ -487,7 +482,7 @@ def summarize(ds: xr.Dataset, cfg: ToyMultiheadConfig):
                     name, f"{ours.size // 2} {label} runs here, {perm.size // 2} once permuted (needs 1 and 1)",
                     theory=float(np.mean(ref))))
                 continue
-            (m_ref, se_ref), (m, se) = _mean_se(ref), _mean_se(ours)
+            (m_ref, se_ref), (m, se) = mean_se(ref), mean_se(ours)
             checks.append(Check.where_finite(
                 name, theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se_ref, se),
                 basis=f"5 SE of the difference, {ref.size // 2} notebook runs and {ours.size // 2} here",

@@ -86,7 +86,7 @@ import xarray as xr
 from attnlab.config import ExperimentConfig
 from attnlab.marion import multihead as mh
 from attnlab.marion import transformer as tf
-from attnlab.registry import Check
+from attnlab.registry import Check, mean_se
 
 __all__ = ["CITATION", "SingleHeadConfig", "MultiHeadConfig", "NOTEBOOK_T2", "NOTEBOOK_T3", "run", "summarize",
            "finding", "headline", "matched_curves"]
@@ -445,11 +445,6 @@ def headline(ds: xr.Dataset, cfg: TransformerConfig):
     return ds[f"kappa_{cfg.alignment}"], ds[f"nu_{cfg.alignment}"]
 
 
-def _mean_se(x):
-    x = np.asarray(x, dtype=float).reshape(-1)
-    return float(np.mean(x)), (float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size > 1 else math.nan)
-
-
 def matched_curves(ds, kappa, nu, cfg, rule=None):
     """Matched curves (model, step, run, 2) of ``kappa`` and ``nu`` by the rule (default: the config's) applied to
     each model's last log of ``|kappa|``."""
@@ -581,7 +576,7 @@ def _reference_checks_t2(ds, cfg) -> list[Check]:
     out = []
     for q, da in ours.items():
         vals = np.asarray(da.values).reshape(da.sizes["step"], -1)
-        (m, se), (m_ref, se_ref) = _mean_se(vals[-1]), _mean_se(ref[q])
+        (m, se), (m_ref, se_ref) = mean_se(vals[-1]), mean_se(ref[q])
         out.append(Check.where_finite(
             f"notebook model, final {words[q]}: mean over runs vs the notebook's runs 1-5",
             theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se, se_ref),
@@ -600,14 +595,14 @@ def _reference_checks_t3(ds, cfg) -> list[Check]:
     ref = mh.matched(table, mh.match_swap(table, "head1"))
     out = []
     for h in range(2):
-        (m, se), (m_ref, se_ref) = _mean_se(ours[:, h]), _mean_se(ref[:, h])
+        (m, se), (m_ref, se_ref) = mean_se(ours[:, h]), mean_se(ref[:, h])
         out.append(Check.where_finite(
             f"notebook model, matched |e_1 . k*| curve h = {h + 1} at the last log (head-1 rule) vs the printed table",
             theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se, se_ref),
             basis=f"5 SE of the difference, {ref.shape[0]} notebook runs and {k.shape[0]} here",
             control="the other assignment of heads to directions", control_simulation=float(np.mean(crossed[:, h]))))
     risk = np.asarray(sel.test_excess_risk.values)
-    (m, se), (m_ref, se_ref) = _mean_se(risk[-1]), _mean_se(NOTEBOOK_T3["final_excess_risk"])
+    (m, se), (m_ref, se_ref) = mean_se(risk[-1]), mean_se(NOTEBOOK_T3["final_excess_risk"])
     out.append(Check.where_finite(
         "notebook model, final excess risk: mean over runs vs the notebook's runs 1, 2 and 10",
         theory=m_ref, simulation=m, tolerance=5.0 * math.hypot(se, se_ref),

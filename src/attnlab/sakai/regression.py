@@ -38,7 +38,7 @@ import pydantic
 import xarray as xr
 
 from attnlab.config import ExperimentConfig
-from attnlab.registry import Check, Preset, register
+from attnlab.registry import Check, Preset, mean_se, register
 from attnlab.sakai.joint import sample_joint_limit, sample_network
 from attnlab.sakai.kernel import attention_blocks, token_kernel
 from attnlab.sakai.reference import _attention
@@ -217,11 +217,6 @@ def _fit_inverse(x, means, ses):
     return float(a[0]), float(math.sqrt(cov[0, 0]))
 
 
-def _mean_se(x):
-    x = np.asarray(x, float)
-    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
-
-
 def run(cfg: RegressionConfig, key, progress=None) -> xr.Dataset:
     kd, kk, kr, kn, kt = jax.random.split(key, 5)
     s, d = cfg.n_tokens, cfg.token_dim
@@ -282,17 +277,17 @@ def run(cfg: RegressionConfig, key, progress=None) -> xr.Dataset:
 
 def summarize(ds: xr.Dataset, cfg: RegressionConfig):
     metrics = {}
-    krr, krr_se = _mean_se(ds.krr_error.values)
+    krr, krr_se = mean_se(ds.krr_error.values)
     metrics.update(krr_error=krr, krr_error_se=krr_se, krr_error_linear=float(ds.krr_error_linear),
                    label_variance=float(ds.label_variance), noise_floor=float(ds.noise_floor))
     checks = []
     widths = [int(n) for n in ds.width.values]
-    rk = {int(H): _mean_se(ds.random_kernel_error.sel(kernel_heads=H).values) for H in ds.kernel_heads.values}
+    rk = {int(H): mean_se(ds.random_kernel_error.sel(kernel_heads=H).values) for H in ds.kernel_heads.values}
     for H, (a, b) in rk.items():
         metrics[f"random_kernel_error_H{H}"], metrics[f"random_kernel_error_se_H{H}"] = a, b
     for H in ds.heads.values:
         H = int(H)
-        ms = [_mean_se(ds.readout_error.sel(heads=H, width=n).values) for n in widths]
+        ms = [mean_se(ds.readout_error.sel(heads=H, width=n).values) for n in widths]
         for n, (a, b) in zip(widths, ms):
             metrics[f"readout_error_H{H}_n{n}"], metrics[f"readout_error_se_H{H}_n{n}"] = a, b
         ext, ext_se = _fit_inverse(widths, [a for a, _ in ms], [b for _, b in ms])
@@ -312,7 +307,7 @@ def summarize(ds: xr.Dataset, cfg: RegressionConfig):
                         control_simulation=rk[h0][0]))
     final = ds.trained_test_curve.isel(step=-1)
     for n in ds.train_width.values:
-        a, b = _mean_se(final.sel(train_width=n).values)
+        a, b = mean_se(final.sel(train_width=n).values)
         metrics[f"trained_test_error_n{int(n)}"], metrics[f"trained_test_error_se_n{int(n)}"] = a, b
         metrics[f"trained_train_error_n{int(n)}"] = float(ds.trained_train_curve.isel(step=-1)
                                                           .sel(train_width=n).mean())
