@@ -118,15 +118,9 @@ def _replica(name: str, alpha, nu, lam, L, n_replica, n_risk, key):
     return np.asarray(o), m, se, float(r.at), True
 
 
-def _informed_only(cfg: LandscapeConfig, key, alpha, nu, lam):
-    """The informed and on-M GD runs of one training set, and the informed minimum's test error: (trajectory,
-    test error, its SE) -- the sets beyond ``n_sets`` (:func:`_one_set` with no random starts)."""
-    return _one_set(cfg, key, alpha, nu, lam, n_starts=0)
-
-
 def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam, n_starts: int | None = None):
     """GD, SGD, classes and test errors on one training set (module docstring); ``n_starts=0``: the informed and
-    on-M runs only (:func:`_informed_only`)."""
+    on-M GD runs only, returning (trajectory, the informed minimum's test error, its SE)."""
     act = activation("softmax")
     D = cfg.D
     N = max(2, int(round(alpha * D)))
@@ -193,8 +187,8 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
             if progress is not None:
                 progress(p * (S + 2) + s + 1, total)
         for s in range(S, S_inf):  # more sets for the informed minimum alone: the replica check's SE
-            gd, inf_err[p, s], inf_err_se[p, s] = _informed_only(cfg, jax.random.fold_in(k_sets, 1000 * p + s), alpha,
-                                                                 nu, lam)
+            gd, inf_err[p, s], inf_err_se[p, s] = _one_set(cfg, jax.random.fold_in(k_sets, 1000 * p + s), alpha,
+                                                           nu, lam, n_starts=0)
             informed[p, s], on_m[p, s] = np.asarray(gd.overlaps[:, 0]), np.asarray(gd.overlaps[:, 1])
             inf_obj[p, s], inf_grad[p, s] = float(gd.objective[-1, 0]), float(gd.grad_norm[0])
         if progress is not None:
