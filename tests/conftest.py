@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -11,6 +12,29 @@ from attnlab import runtime  # noqa: E402
 # the CLI's XLA flags and compile cache.
 runtime.configure()
 jax.config.update("jax_enable_x64", True)
+
+
+JAX_PATH = ("slr/", "bruno/test_attention.py", "bruno/test_integrate.py", "bruno/test_reduced.py",
+            "bruno/test_observables.py", "bruno/test_adaptive.py", "bruno/test_initial.py", "marion/test_risk.py",
+            "marion/test_dynamics.py", "marion/test_transformer.py", "dohmatob/test_meanfield.py",
+            "dohmatob/test_model.py", "dohmatob/test_flows.py", "dohmatob/test_rgd.py",
+            "dohmatob/test_implementation.py", "duranthon/test_data.py", "duranthon/test_population.py",
+            "duranthon/test_erm.py", "duranthon/replica/test_solve.py", "duranthon/replica/test_proximal.py",
+            "duranthon/replica/test_samples.py", "sakai/test_sampler.py", "sakai/test_limit.py",
+            "sakai/test_kernel.py", "sakai/test_distances.py")
+"""Test files (under tests/) whose tests exercise each paper's JAX code: marked ``jax_path``, the subset that
+bench/gpu.py runs on a GPU (``pytest -m jax_path``)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).parent
+    for item in items:
+        try:
+            rel = Path(str(item.fspath)).relative_to(here).as_posix()
+        except ValueError:
+            continue
+        if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in JAX_PATH):
+            item.add_marker(pytest.mark.jax_path)
 
 
 @pytest.fixture(autouse=True)

@@ -109,8 +109,8 @@ def _machine_text(m: dict) -> str:
 def provenance_lines(results: dict[str, RunResult], now: datetime.datetime | None = None) -> list[tuple[str, str]]:
     """``(label, text)`` lines saying when and how the report's runs were made: the report's UTC date and time (and
     the span of the runs' finishing times), quick or full, the seeds, the versions of attnlab, JAX, NumPy and SciPy,
-    the git commit, the JAX backend and the machine, as recorded in the runs' ``config.json`` (several values where
-    the runs differ)."""
+    the git commit, the JAX backend, its devices (kind and count) and the machine, as recorded in the runs'
+    ``config.json`` (several values where the runs differ)."""
     now = now or datetime.datetime.now(datetime.UTC)
     records = {name: read_config(res.run_dir) or {} for name, res in results.items()}
     lines = []
@@ -145,6 +145,9 @@ def provenance_lines(results: dict[str, RunResult], now: datetime.datetime | Non
     backends = [b for b in _distinct(r.get("jax_backend") for r in records.values()) if b]
     if backends:
         lines.append(("JAX backend", ", ".join(backends)))
+    devices = [d for d in _distinct(r.get("devices") for r in records.values()) if isinstance(d, dict)]
+    if devices:
+        lines.append(("Devices", "; ".join(f"{d.get('count', '?')} x {d.get('kind', '?')}" for d in devices)))
     machines = [m for m in _distinct(r.get("machine") for r in records.values()) if isinstance(m, dict)]
     if machines:
         lines.append(("Machine", "; ".join(_machine_text(m) for m in machines)))

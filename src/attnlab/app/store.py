@@ -36,7 +36,7 @@ from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.plot import save_figure
 from attnlab.registry import Preset
 
-__all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance", "preflight",
+__all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance", "devices", "preflight",
            "is_finished_run", "check_output_dir", "machine", "read_config", "MAX_SEED"]
 
 MAX_SEED = 2**63 - 1
@@ -107,7 +107,14 @@ def provenance() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             pass
     return {"versions": versions, "git_commit": _git_commit(), "jax_backend": jax.default_backend(),
-            "machine": machine()}
+            "devices": devices(), "machine": machine()}
+
+
+def devices() -> dict[str, Any]:
+    """The devices JAX computes on: their kind (e.g. ``NVIDIA H100 80GB HBM3``, or the CPU) and count."""
+    found = jax.devices()
+    kinds = sorted({d.device_kind for d in found})
+    return {"platform": found[0].platform, "kind": ", ".join(kinds), "count": len(found)}
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:

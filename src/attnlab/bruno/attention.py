@@ -61,11 +61,17 @@ import jax.numpy as jnp
 from attnlab.bruno import native
 
 __all__ = ["attention", "attention_dense", "log_normalizer", "log_normalizer_dense", "check_qkv", "exp2_f32",
-           "METHODS"]
+           "default_blocks", "default_form", "METHODS", "FORMS", "ACCELERATOR_SCORES"]
 
 Normalization = Literal["sa", "usa"]
 Method = Literal["auto", "native", "jax", "shift", "online"]
 METHODS = ("auto", "native", "jax", "shift", "online")
+FORMS = ("matmul", "fused", "reduce", "pallas")
+"""How the shift kernel asks XLA for one block's sums sum_j 2^(t_ij - m_i) [V x_j, 1]: ``matmul`` (scores by a
+matrix product, then the exponentials, then a matrix product), ``fused`` (scores as d broadcast products, fused with
+the exponentials into the operand of one matrix product), ``reduce`` (the same scores and exponentials fused into c
+row sums, so no score is ever stored), ``pallas`` (float32 only: one GPU kernel written in Pallas,
+:mod:`attnlab.bruno.attention_gpu`; the blocks are its own)."""
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -120,6 +126,16 @@ def exp2_f32(t):
     return p * scale
 
 
+ACCELERATOR_SCORES = 2**27
+"""Scores per key block on a GPU (all N queries times block_k keys; 512 MiB in float32): :func:`default_blocks`."""
+
+
+def _resolve_blocks(x, block_q, block_k):
+    n = jnp.shape(x)[0] if jnp.ndim(x) == 2 else 1
+    dq, dk = default_blocks(max(int(n), 1))
+    return (dq if block_q is None else block_q), (dk if block_k is None else block_k)
+
+
 def _blocks(n, block):
     """Balanced blocks: (size, count) with count = ceil(n / block) and size = ceil(n / count) <= block."""
     count = -(-n // min(block, n))
@@ -151,11 +167,10 @@ def _online(q, k, v1, beta, block_q, block_k):
         def body(carry, blk):
             m, acc = carry
             kj, vj, ok = blk
-            s = qi @ kj.T
-            s = jnp.where(ok[None, :], s, -jnp.inf)
+            s = jnp.where(ok[None, :], _dot(qi, kj.T), -jnp.inf)
             m_new = jnp.maximum(m, jnp.max(s, axis=1))
             p = jnp.exp(s - m_new[:, None])
-            acc = acc * jnp.exp(m - m_new)[:, None] + p @ vj
+            acc = acc * jnp.exp(m - m_new)[:, None] + _dot(p, vj)
             return (m_new, acc), None
 
         init = (jnp.full((bq,), -jnp.inf, dt), jnp.zeros((bq, v1.shape[1]), dt))
@@ -169,15 +184,55 @@ def _online(q, k, v1, beta, block_q, block_k):
     return m.reshape(-1)[:n], acc.reshape(nq * bq, -1)[:n]
 
 
-def _shifted(q, k, v1, beta, block_q, block_k):
-    """(m, acc) with the a-priori shift (``method="shift"`` in :mod:`attnlab.bruno.attention`); m in natural-log
-    units. No row maxima, one exp2/score."""
-    n, dt = q.shape[0], q.dtype
-    name = jnp.dtype(dt).name
-    exp2 = exp2_f32 if name == "float32" else jnp.exp2
+def _dot(a, b):
+    """a @ b in the operands' full precision (no TF32 on GPUs, whose default for float32 products it is)."""
+    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
+def _scores(qi, kj):
+    """qi kj^T, (bq, bk), as d broadcast products: elementwise, so XLA fuses it into its consumer."""
+    return sum(qi[:, c, None] * kj[None, :, c] for c in range(qi.shape[1]))
+
+
+def _block_sums(qi, mi, kj, vj, exp2, form):
+    """sum_j 2^(t_ij - m_i) vj_j for one block, (bq, c); ``form`` (:data:`FORMS`) is how XLA is asked for it."""
+    if form == "matmul":
+        return _dot(exp2(_dot(qi, kj.T) - mi[:, None]), vj)
+    p = exp2(_scores(qi, kj) - mi[:, None])
+    if form == "fused":
+        return _dot(p, vj)
+    return jnp.stack([jnp.sum(p * vj[None, :, c], axis=1) for c in range(vj.shape[1])], axis=1)
+
+
+def default_form(backend: str | None = None) -> str:
+    """The block form of the shift kernel on ``backend`` (default: JAX's): ``matmul`` on CPU, ``reduce`` elsewhere
+    (:data:`FORMS`)."""
+    return "matmul" if (backend or jax.default_backend()) == "cpu" else "reduce"
+
+
+def _shift(q, k, beta):
+    """(q2, m2): base-2 queries q2_i = beta log2(e) q_i and their a-priori shifts m2_i = max(t_ii, b_i - margin)
+    (``method="shift"`` in :mod:`attnlab.bruno.attention`)."""
     q2 = q * (beta * LOG2E)
     b = jnp.linalg.norm(q2, axis=1) * jnp.max(jnp.linalg.norm(k, axis=1))
-    m2 = jnp.maximum(jnp.sum(q2 * k, axis=1), b - _MARGIN[name])
+    return q2, jnp.maximum(jnp.sum(q2 * k, axis=1), b - _MARGIN[jnp.dtype(q.dtype).name])
+
+
+def _shifted(q, k, v1, beta, block_q, block_k, form=None, exp="poly"):
+    """(m, acc) with the a-priori shift (``method="shift"`` in :mod:`attnlab.bruno.attention`); m in natural-log
+    units. No row maxima, one exp2/score. ``form``: :data:`FORMS` (default :func:`default_form`); ``exp``: ``poly``
+    (:func:`exp2_f32` in float32) or ``xla`` (XLA's exp2)."""
+    n, dt = q.shape[0], q.dtype
+    name = jnp.dtype(dt).name
+    exp2 = exp2_f32 if name == "float32" and exp == "poly" else jnp.exp2
+    form = form or default_form()
+    q2, m2 = _shift(q, k, beta)
+    if form == "pallas":
+        if name != "float32":
+            raise ValueError(f"form='pallas' computes in float32 (got {name})")
+        from attnlab.bruno.attention_gpu import shifted_sums
+
+        return m2 * LN2, shifted_sums(q2, m2, k, v1, exp=exp, interpret=jax.default_backend() != "gpu")
     bq, nq = _blocks(n, block_q)
     bk, nk = _blocks(n, block_k)
     qb = _pad(q2, nq * bq).reshape(nq, bq, -1)
@@ -190,7 +245,7 @@ def _shifted(q, k, v1, beta, block_q, block_k):
 
         def body(acc, blk):
             kj, vj = blk
-            return acc + exp2(qi @ kj.T - mi[:, None]) @ vj, None
+            return acc + _block_sums(qi, mi, kj, vj, exp2, form), None
 
         init = jnp.zeros((bq, v1.shape[1]), dt)
         if nk == 1:
@@ -258,7 +313,7 @@ def _native_inputs(x, S, beta):
     scale = jnp.max(jnp.abs(S)) + jnp.finfo(S.dtype).tiny
     sym = jnp.max(jnp.abs(S - S.T)) <= 1e-6 * scale
     Ss = 0.5 * (S + S.T)
-    q2 = (beta * LOG2E) * (x @ Ss)
+    q2 = (beta * LOG2E) * _dot(x, Ss)
     c = 0.5 * jnp.sum(q2 * x, axis=1)
     psd = jnp.min(jnp.linalg.eigvalsh(Ss.astype(jnp.float64) if jax.config.jax_enable_x64 else Ss)) >= -1e-6 * scale
     cs = jnp.max(jnp.linalg.norm(q2, axis=1)) * jnp.max(jnp.linalg.norm(x, axis=1)) - 2.0 * jnp.min(c) <= 64.0
@@ -322,16 +377,28 @@ def _kernel(q, k, v1, beta, method, block_q, block_k, x=None, S=None):
     return _auto(block_q, block_k)(q, k, v1, beta)  # "jax", or "auto" where the C kernel does not apply
 
 
-def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q: int = 1024, block_k: int = 2048,
-              dtype=None, method: Method = "auto"):
+def default_blocks(n: int, backend: str | None = None) -> tuple[int, int]:
+    """``(block_q, block_k)`` for N = ``n`` tokens where the caller names none, on ``backend`` (default: JAX's).
+
+    CPU: 1024 x 2048, tiles whose scores stay in cache. Elsewhere (GPU): every query at once (``block_q = N``: a GPU
+    needs millions of scores in flight) against key blocks of :data:`ACCELERATOR_SCORES` / N keys (at least 1024, at
+    most N), which bounds the scratch memory of a block when XLA does not fuse it away."""
+    if (backend or jax.default_backend()) == "cpu":
+        return 1024, 2048
+    return n, min(n, max(1024, ACCELERATOR_SCORES // n))
+
+
+def attention(x, Q, K, V, beta, *, normalization: Normalization = "sa", block_q: int | None = None,
+              block_k: int | None = None, dtype=None, method: Method = "auto"):
     """Attention output ``A_i = sum_j w_ij V x_j``, ``w_ij = exp(beta <Q x_i, K x_j>) / Z_i`` (Bruno et al., Eq.
     (1)), (N, d), of tokens ``x`` (N, d), blocked (:mod:`attnlab.bruno.attention`); never forms N x N.
     ``normalization``: ``"sa"`` (softmax, ``Z_i = sum_j exp(beta <Q x_i, K x_j>)``) or ``"usa"`` (``Z_i = N``).
 
     ``dtype`` (e.g. ``jnp.float32``) sets the precision of the kernel; the result is cast back to ``x.dtype``.
     ``method``: ``"auto"`` (default), ``"native"``, ``"jax"``, ``"shift"`` or ``"online"``, each described in
-    :mod:`attnlab.bruno.attention`.
+    :mod:`attnlab.bruno.attention`. ``block_q``, ``block_k``: tile sizes (default :func:`default_blocks`).
     """
+    block_q, block_k = _resolve_blocks(x, block_q, block_k)
     _check(x, beta, block_q, block_k, normalization, method)
     dt = None if dtype is None else jnp.dtype(dtype).name
     return _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dt, method)
@@ -342,9 +409,9 @@ def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype, met
     out_dtype = x.dtype
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
-    q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T
-    v1 = jnp.concatenate([xc @ jnp.asarray(V, dt).T, jnp.ones((x.shape[0], 1), dt)], axis=1)
-    S = jnp.asarray(Q, dt).T @ jnp.asarray(K, dt)
+    q, k = _dot(xc, jnp.asarray(Q, dt).T), _dot(xc, jnp.asarray(K, dt).T)
+    v1 = jnp.concatenate([_dot(xc, jnp.asarray(V, dt).T), jnp.ones((x.shape[0], 1), dt)], axis=1)
+    S = _dot(jnp.asarray(Q, dt).T, jnp.asarray(K, dt))
     m, acc = _kernel(q, k, v1, jnp.asarray(beta, dt), method, block_q, block_k, xc, S)
     a, l = acc[:, :-1], acc[:, -1:]
     if normalization == "sa":
@@ -354,8 +421,10 @@ def _attention_jit(x, Q, K, V, beta, normalization, block_q, block_k, dtype, met
     return out.astype(out_dtype)
 
 
-def log_normalizer(x, Q, K, beta, *, block_q: int = 1024, block_k: int = 2048, dtype=None, method: Method = "auto"):
+def log_normalizer(x, Q, K, beta, *, block_q: int | None = None, block_k: int | None = None, dtype=None,
+                   method: Method = "auto"):
     """log Z_i = logsumexp_j beta <Q x_i, K x_j> (N,), blocked, overflow-free."""
+    block_q, block_k = _resolve_blocks(x, block_q, block_k)
     _check(x, beta, block_q, block_k, "sa", method)
     dt = None if dtype is None else jnp.dtype(dtype).name
     return _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dt, method)
@@ -365,8 +434,8 @@ def log_normalizer(x, Q, K, beta, *, block_q: int = 1024, block_k: int = 2048, d
 def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype, method):
     dt = jnp.dtype(dtype) if dtype is not None else x.dtype
     xc = x.astype(dt)
-    q, k = xc @ jnp.asarray(Q, dt).T, xc @ jnp.asarray(K, dt).T
-    S = jnp.asarray(Q, dt).T @ jnp.asarray(K, dt)
+    q, k = _dot(xc, jnp.asarray(Q, dt).T), _dot(xc, jnp.asarray(K, dt).T)
+    S = _dot(jnp.asarray(Q, dt).T, jnp.asarray(K, dt))
     m, acc = _kernel(q, k, jnp.ones((x.shape[0], 1), dt), jnp.asarray(beta, dt), method, block_q, block_k, xc, S)
     return (m + jnp.log(acc[:, 0])).astype(x.dtype)
 
@@ -374,13 +443,13 @@ def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype, method):
 def attention_dense(x, Q, K, V, beta, *, normalization: Normalization = "sa"):
     """Reference: materialise the N x N scores and their softmax (memory O(N^2))."""
     _check(x, beta, 1, 1, normalization)
-    s = beta * (x @ Q.T) @ (x @ K.T).T
-    vx = x @ V.T
+    s = beta * _dot(_dot(x, Q.T), _dot(x, K.T).T)
+    vx = _dot(x, V.T)
     if normalization == "sa":
-        return jax.nn.softmax(s, axis=1) @ vx
-    return jnp.exp(s) @ vx / x.shape[0]
+        return _dot(jax.nn.softmax(s, axis=1), vx)
+    return _dot(jnp.exp(s), vx) / x.shape[0]
 
 
 def log_normalizer_dense(x, Q, K, beta):
     """Reference log Z_i with the N x N scores materialised."""
-    return jax.scipy.special.logsumexp(beta * (x @ Q.T) @ (x @ K.T).T, axis=1)
+    return jax.scipy.special.logsumexp(beta * _dot(_dot(x, Q.T), _dot(x, K.T).T), axis=1)

@@ -60,8 +60,8 @@ class Model(NamedTuple):
     beta: float
     normalization: str = "sa"
     project: bool = False
-    block_q: int = 1024
-    block_k: int = 2048
+    block_q: int | None = None  # None: attention.default_blocks (by backend)
+    block_k: int | None = None
     kernel_dtype: str | None = None
     dense: bool = False
     kernel_method: str = "auto"  # attention.METHODS: "auto" (C kernel in float32 on CPU, else jax), "jax", "shift", "online"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# bench/gpu.py on a machine with an NVIDIA GPU and JAX with CUDA, from the repository root: bash bench/gpu.sh [OUT]
+# Installs the wheels in .whl/ (what the machine's image lacks: pydantic, zarr, dask, ...; fetched beforehand with
+# `pip download`) into a directory of its own, runs attnlab from src/, and writes OUT/gpu.json and OUT/gpu.log.
+set -u
+OUT=${1:-gpu-out}
+mkdir -p "$OUT"
+SITE=${TMPDIR:-/tmp}/attnlab-site
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+        || { echo "installing .whl/ failed" >&2; exit 1; }
+fi
+export PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+set -o pipefail
+python3 bench/gpu.py all --out "$OUT" --deadline "${DEADLINE:-450}" 2>&1 | tee "$OUT/gpu.log"
