@@ -334,7 +334,10 @@ def stage_tests(out_dir: Path, budget_s: float, smoke: bool) -> dict:
 def environment() -> dict:
     import importlib.metadata as md
 
-    env = {"python": platform.python_version(), "cpu_count": os.cpu_count()}
+    from attnlab import runtime
+
+    env = {"python": platform.python_version(), "cpu_count": os.cpu_count(),
+           "accelerator_plugin": runtime.accelerator_plugin(), "XLA_FLAGS": os.environ.get("XLA_FLAGS")}
     for pkg in ("jax", "jaxlib", "numpy", "scipy", "torch", "equinox", "diffrax", "optimistix", "lineax", "xarray",
                 "zarr", "pydantic", "dask", "matplotlib", "typer", "rich"):
         try:

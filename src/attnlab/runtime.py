@@ -38,12 +38,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configure", "x64", "float64",
+__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configure", "accelerator_plugin", "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
 OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1",)
-"""The XLA flags :func:`configure` adds: LLVM optimisation level 1 on the CPU backend (shorter compilation of the
-presets' many small programs, the same run time)."""
+"""The XLA flags :func:`configure` adds where JAX has no accelerator plugin: LLVM optimisation level 1 on the CPU
+backend (shorter compilation of the presets' many small programs, the same run time)."""
 
 _DEFAULT_MAX_MAPPINGS = 65530
 F = TypeVar("F", bound=Callable)
@@ -130,12 +130,26 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     return _SLOT[1]
 
 
+def accelerator_plugin() -> str | None:
+    """The name of an installed JAX accelerator plugin (``jax-cuda12-plugin``, ``jax-cuda13-plugin``,
+    ``jax-rocm...``), or None: JAX then computes on the CPU. Read from the installed distributions, without starting
+    JAX."""
+    from importlib import metadata
+
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name.startswith(("jax-cuda", "jax-rocm")) and name.endswith("plugin"):
+            return name
+    return None
+
+
 def configure() -> None:
     """What attnlab's command line, its workers and :func:`attnlab.run` apply at start: :data:`OPTIMISATION_FLAGS`,
     the compile cache, and ``EQX_ON_ERROR=nan`` unless set (equinox's documented switch, read when equinox is first
     imported: its runtime checks inside diffrax's solves then return NaN instead of calling back to the host, so the
     solves can be stored in the compile cache; the solvers report failures through diffrax's result codes)."""
-    add_xla_flags(*OPTIMISATION_FLAGS)
+    if not accelerator_plugin():  # the flag is measured on CPUs only; it also sets the GPU compiler's LLVM level
+        add_xla_flags(*OPTIMISATION_FLAGS)
     os.environ.setdefault("EQX_ON_ERROR", "nan")
     use_compile_cache()
 
