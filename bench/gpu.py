@@ -427,7 +427,7 @@ def main(argv=None) -> int:
         res[stage] = _sub(stage, out_dir, work, shares[stage] * args.deadline, args.smoke)
         save()
         print(stage, json.dumps(res[stage])[:3000], flush=True)
-    res["presets"] = stage_presets(out_dir / "runs", min(shares["presets"] * args.deadline, left() * 0.7), args.smoke)
+    res["presets"] = stage_presets(work / "runs", min(shares["presets"] * args.deadline, left() * 0.7), args.smoke)
     save()
     print("presets", json.dumps(res["presets"])[:3000], flush=True)
     res["tests"] = stage_tests(out_dir, max(30.0, left() - 10), args.smoke)
