@@ -50,10 +50,10 @@ PALLAS_CONFIGS = ((64, 32, 4), (128, 32, 4), (128, 64, 8), (32, 128, 4))
 """(block_q, block_k, num_warps) of the Pallas kernel's variants (attnlab.bruno.attention_gpu)."""
 BETA, DT, D = 30.0, 1e-2, 3
 PRESETS = (  # (name, --set overrides, share of the presets' time)
-    ("bruno-alignment", [], 1.0),
-    ("bruno-forward-heat", [], 1.5),
-    ("sakai-vary-heads", [], 0.7),
-    ("dohmatob-rgd", ["implementation=jax"], 1.3),
+    ("sakai-vary-heads", [], 2.0),
+    ("bruno-alignment", [], 0.6),
+    ("bruno-forward-heat", [], 0.6),
+    ("dohmatob-rgd", ["implementation=jax"], 1.2),
     ("duranthon-sample-complexity", ["sqrt_ND=10000"], 2.0),
 )
 
@@ -79,7 +79,7 @@ def _error_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- JAX kernels
-def stage_kernels(work: Path, sizes, budget_s: float) -> dict:
+def stage_kernels(work: Path, sizes, budget_s: float, short: bool = False) -> dict:
     import importlib
 
     import jax
@@ -136,7 +136,8 @@ def stage_kernels(work: Path, sizes, budget_s: float) -> dict:
             variants.update({"all/reduce/poly": (n, n, "reduce", "poly"), "all/fused/poly": (n, n, "fused", "poly")})
         for bq, bkk, warps in PALLAS_CONFIGS:
             variants[f"pallas-{bq}x{bkk}-w{warps}/xla"] = (bq, bkk, f"pallas{warps}", "xla")
-        variants["pallas-64x32-w4/poly"] = (64, 32, "pallas4", "poly")
+        if short:  # the default (Pallas) kernel and the best pure-XLA form only
+            variants = {k: v for k, v in variants.items() if k in ("default/reduce/xla", "pallas-64x32-w4/xla")}
         row["variants"] = {}
         q2, m2 = att._shift(x, x, beta)
         for name, (bq, bkk, form, exp) in variants.items():
@@ -147,7 +148,7 @@ def stage_kernels(work: Path, sizes, budget_s: float) -> dict:
                 row["variants"][name] = {"skipped": "too slow at the smaller N"}
                 continue
             if form.startswith("pallas"):
-                fn = partial(shifted_sums, q2, m2, x, v1, block_q=bq, block_k=bkk, num_warps=int(form[6:]), exp=exp,
+                fn = partial(shifted_sums, q2, m2, x, v1, block_q=bq, block_k=bkk, num_warps=int(form[6:]),
                              interpret=jax.default_backend() != "gpu")
             else:
                 fn = partial(jax.jit(lambda q, v1, beta, bq=bq, bkk=bkk, form=form, exp=exp:
@@ -168,7 +169,7 @@ def stage_kernels(work: Path, sizes, budget_s: float) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- torch SDPA
-def stage_sdpa(work: Path, sizes, budget_s: float) -> dict:
+def stage_sdpa(work: Path, sizes, budget_s: float, short: bool = False) -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -196,6 +197,8 @@ def stage_sdpa(work: Path, sizes, budget_s: float) -> dict:
         for pad in (0, 8):
             for bname, backend in backends.items():
                 name = f"{bname}/pad{pad}" if pad else f"{bname}/d{D}"
+                if short and name not in ("dispatch/d3", "dispatch/pad8", "efficient/pad8"):
+                    continue
                 if _now() > deadline:
                     row["configs"][name] = {"skipped": "deadline"}
                     continue
@@ -251,14 +254,15 @@ class _null:
 
 
 # ---------------------------------------------------------------------------------------------------- presets
-def stage_presets(runs: Path, budget_s: float, smoke: bool) -> dict:
+def stage_presets(runs: Path, budget_s: float, smoke: bool, only=None) -> dict:
     out = {}
-    total_share = sum(share for _, _, share in PRESETS)
+    presets = [p for p in PRESETS if not only or p[0] in only]
+    total_share = sum(share for _, _, share in presets)
     deadline = _now() + budget_s
-    for i, (name, sets, share) in enumerate(PRESETS):
+    for i, (name, sets, share) in enumerate(presets):
         left = deadline - _now()
-        rest = sum(s for _, _, s in PRESETS[i:])
-        limit = max(0.0, left * share / rest) if not smoke else left / (len(PRESETS) - i)
+        rest = sum(s for _, _, s in presets[i:])
+        limit = max(0.0, left * share / rest) if not smoke else left / (len(presets) - i)
         if limit < 5:
             out[name] = {"skipped": "deadline"}
             continue
@@ -294,10 +298,10 @@ def stage_presets(runs: Path, budget_s: float, smoke: bool) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- tests
-def stage_tests(out_dir: Path, budget_s: float, smoke: bool) -> dict:
+def stage_tests(out_dir: Path, budget_s: float, smoke: bool, workers: int = 8) -> dict:
     junit = out_dir / "tests.xml"
     log = out_dir / "tests.log"
-    workers = "2" if smoke else "8"
+    workers = "2" if smoke else str(workers)
     cmd = [sys.executable, "-m", "pytest", "-m", "jax_path", "-n", workers, "-p", "no:cacheprovider", "-v",
            "--timeout", "240", f"--junitxml={junit}"]
     if smoke:
@@ -356,12 +360,12 @@ def environment() -> dict:
     return env
 
 
-def _sub(stage: str, out_dir: Path, work: Path, budget: float, smoke: bool) -> dict:
+def _sub(stage: str, out_dir: Path, work: Path, budget: float, smoke: bool, short: bool) -> dict:
     """Run one stage in a process of its own (cut off at its budget plus a margin), return its JSON."""
     result = work / f"{stage}.json"
     result.unlink(missing_ok=True)
     cmd = [sys.executable, __file__, stage, "--out", str(out_dir), "--work", str(work), "--deadline", str(budget)]
-    cmd += ["--smoke"] if smoke else []
+    cmd += (["--smoke"] if smoke else []) + (["--short"] if short else [])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=budget + 90, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -399,6 +403,10 @@ def main(argv=None) -> int:
     p.add_argument("--work", type=Path, default=None, help="scratch directory (tokens and outputs shared by stages)")
     p.add_argument("--deadline", type=float, default=450.0, help="seconds for the whole run (or this stage)")
     p.add_argument("--smoke", action="store_true", help="toy sizes: check the script without a GPU")
+    p.add_argument("--short", action="store_true", help="the default kernels and PyTorch's own dispatch only")
+    p.add_argument("--presets", default="", help="comma-separated presets to run (default: all of PRESETS)")
+    p.add_argument("--workers", type=int, default=8, help="test processes")
+    p.add_argument("--shares", default="0.20,0.10,0.46", help="shares of the deadline: kernels, sdpa, presets")
     args = p.parse_args(argv)
     out_dir = args.out.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -406,10 +414,10 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     sizes = SMOKE_SIZES if args.smoke else SIZES
     if args.stage == "kernels":
-        (work / "kernels.json").write_text(json.dumps(stage_kernels(work, sizes, args.deadline)))
+        (work / "kernels.json").write_text(json.dumps(stage_kernels(work, sizes, args.deadline, args.short)))
         return 0
     if args.stage == "sdpa":
-        (work / "sdpa.json").write_text(json.dumps(stage_sdpa(work, sizes, args.deadline)))
+        (work / "sdpa.json").write_text(json.dumps(stage_sdpa(work, sizes, args.deadline, args.short)))
         return 0
     start = _now()
     res: dict = {"environment": environment()}
@@ -422,15 +430,16 @@ def main(argv=None) -> int:
     save()
     print(json.dumps(res["environment"]), flush=True)
     left = lambda: args.deadline - (_now() - start)  # noqa: E731
-    shares = {"kernels": 0.20, "sdpa": 0.10, "presets": 0.46}
+    shares = dict(zip(("kernels", "sdpa", "presets"), (float(v) for v in args.shares.split(","))))
     for stage in ("kernels", "sdpa"):
-        res[stage] = _sub(stage, out_dir, work, shares[stage] * args.deadline, args.smoke)
+        res[stage] = _sub(stage, out_dir, work, shares[stage] * args.deadline, args.smoke, args.short)
         save()
         print(stage, json.dumps(res[stage])[:3000], flush=True)
-    res["presets"] = stage_presets(work / "runs", min(shares["presets"] * args.deadline, left() * 0.7), args.smoke)
+    only = [p for p in args.presets.split(",") if p]
+    res["presets"] = stage_presets(work / "runs", min(shares["presets"] * args.deadline, left() * 0.7), args.smoke, only)
     save()
     print("presets", json.dumps(res["presets"])[:3000], flush=True)
-    res["tests"] = stage_tests(out_dir, max(30.0, left() - 10), args.smoke)
+    res["tests"] = stage_tests(out_dir, max(30.0, left() - 10), args.smoke, args.workers)
     res["summary"] = summarise(res)
     save()
     print(json.dumps(res["summary"]))

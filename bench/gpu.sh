@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu.py on a machine with an NVIDIA GPU and JAX with CUDA, from the repository root: bash bench/gpu.sh [OUT]
+# bench/gpu.py on a machine with an NVIDIA GPU and JAX with CUDA, from the repository root: bash bench/gpu.sh [OUT [options of bench/gpu.py]]
 # Installs the wheels in .whl/ (what the machine's image lacks: pydantic, zarr, dask, ...; fetched beforehand with
 # `pip download`) into a directory of its own, runs attnlab from src/, and writes OUT/gpu.json and OUT/gpu.log.
 set -u
@@ -13,4 +13,4 @@ fi
 export PYTHONPATH="$PWD/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 set -o pipefail
-python3 bench/gpu.py all --out "$OUT" --deadline "${DEADLINE:-450}" 2>&1 | tee "$OUT/gpu.log"
+python3 bench/gpu.py all --out "$OUT" --deadline "${DEADLINE:-450}" "${@:2}" 2>&1 | tee "$OUT/gpu.log"

@@ -156,10 +156,12 @@ def configure() -> None:
 
 @contextlib.contextmanager
 def x64() -> Iterator[None]:
-    """A scope in which JAX computes in float64 (``jax.enable_x64``; the setting outside is restored on exit)."""
+    """A scope in which JAX computes in float64 (``jax.enable_x64``) and takes float32 matrix products in full float32
+    precision (``jax.default_matmul_precision("highest")``: a GPU's default for them is TF32, a 10-bit mantissa);
+    the settings outside are restored on exit."""
     import jax
 
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), jax.default_matmul_precision("highest"):
         yield
 
 

@@ -1,5 +1,8 @@
 """The blocked kernels (shift, online, auto) against dense attention (float64 to 1e-12, beta up to 200), float32,
-the fallback from the shift kernel to the online one (also under vmap), exp2_f32, vmap, bad input."""
+the fallback from the shift kernel to the online one (also under vmap), exp2_f32, vmap, bad input, the kernel's
+forms (the Pallas one in its interpreter) and the defaults by backend."""
+
+import importlib
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +10,7 @@ import numpy as np
 import pytest
 
 from attnlab.bruno.attention import (
+    FORMS,
     METHODS,
     attention,
     attention_dense,
@@ -16,6 +20,7 @@ from attnlab.bruno.attention import (
 )
 from attnlab.bruno.initial import uniform_sphere
 
+attention_module = importlib.import_module("attnlab.bruno.attention")  # the package re-exports the function
 JAX_METHODS = [m for m in METHODS if m != "native"]  # the C kernel serves float32 only (test_float32_kernel)
 
 
@@ -49,6 +54,8 @@ def test_large_beta_no_overflow(key, method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_float32_kernel(key, method):
+    if method == "native" and jax.default_backend() != "cpu":
+        pytest.skip("the C kernel serves the CPU backend (test_native_refuses_what_it_cannot_serve)")
     x = uniform_sphere(key, 500, 3)
     Q, K, V = _qkv(jax.random.fold_in(key, 3), 3)
     a32 = attention(x, Q, K, V, 10.0, dtype=jnp.float32, block_q=64, block_k=128, method=method)
@@ -149,3 +156,32 @@ def test_native_refuses_what_it_cannot_serve(key):
     Q, K, V = _qkv(key, 3)
     with pytest.raises(ValueError, match="method='native' needs float32"):
         attention(x, Q, K, V, 1.0, method="native")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_of_the_shift_kernel_gives_the_dense_attention(key, form):
+    """Each way of asking for the shift kernel's sums (``pallas`` in Pallas's interpreter off a GPU) is the dense
+    attention in float32, directly and vmapped over runs."""
+    xs = jnp.stack([uniform_sphere(k, 300, 3) for k in jax.random.split(key, 2)]).astype(jnp.float32)
+    eye = jnp.eye(3)
+
+    def out(x):
+        v1 = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
+        _, acc = attention_module._shifted(x, x, v1, jnp.float32(10.0), 128, 96, form=form)
+        return acc[:, :-1] / acc[:, -1:]
+
+    got = jax.vmap(out)(xs)
+    for r in range(2):
+        ref = attention_dense(xs[r].astype(jnp.float64), eye, eye, eye, 10.0)
+        assert float(jnp.linalg.norm(got[r] - ref) / jnp.linalg.norm(ref)) < 1e-6
+
+
+def test_form_and_blocks_follow_the_backend():
+    assert attention_module.default_form(jnp.float32, "cpu") == "matmul"
+    assert attention_module.default_form(jnp.float32, "gpu") == "pallas"
+    assert attention_module.default_form(jnp.float64, "gpu") == "reduce"  # the Pallas kernel is float32 only
+    assert attention_module._differentiable("pallas") == "reduce"
+    assert attention_module.default_blocks(50_000, "cpu") == (1024, 2048)
+    bq, bk = attention_module.default_blocks(50_000, "gpu")
+    assert bq == 50_000 and bk * 50_000 <= attention_module.ACCELERATOR_SCORES and bk >= 1024
+    assert attention_module.default_blocks(500, "gpu") == (500, 500)

@@ -204,10 +204,18 @@ def _block_sums(qi, mi, kj, vj, exp2, form):
     return jnp.stack([jnp.sum(p * vj[None, :, c], axis=1) for c in range(vj.shape[1])], axis=1)
 
 
-def default_form(backend: str | None = None) -> str:
-    """The block form of the shift kernel on ``backend`` (default: JAX's): ``matmul`` on CPU, ``reduce`` elsewhere
-    (:data:`FORMS`)."""
-    return "matmul" if (backend or jax.default_backend()) == "cpu" else "reduce"
+def default_form(dtype=None, backend: str | None = None) -> str:
+    """The form of the shift kernel (:data:`FORMS`) for ``dtype`` on ``backend`` (default: JAX's): ``matmul`` on a
+    CPU; on a GPU ``pallas`` in float32 (the fastest there, by bench/gpu.py: about 4x ``reduce`` and 8x PyTorch's SDPA
+    at N = 5e4 on an H100) and ``reduce`` otherwise."""
+    if (backend or jax.default_backend()) == "cpu":
+        return "matmul"
+    return "pallas" if dtype is not None and jnp.dtype(dtype).name == "float32" else "reduce"
+
+
+def _differentiable(form: str) -> str:
+    """The form a derivative goes through: ``pallas`` has no JVP rule, ``reduce`` computes the same sums."""
+    return "reduce" if form == "pallas" else form
 
 
 def _shift(q, k, beta):
@@ -221,18 +229,18 @@ def _shift(q, k, beta):
 def _shifted(q, k, v1, beta, block_q, block_k, form=None, exp="poly"):
     """(m, acc) with the a-priori shift (``method="shift"`` in :mod:`attnlab.bruno.attention`); m in natural-log
     units. No row maxima, one exp2/score. ``form``: :data:`FORMS` (default :func:`default_form`); ``exp``: ``poly``
-    (:func:`exp2_f32` in float32) or ``xla`` (XLA's exp2)."""
+    (:func:`exp2_f32` in float32) or ``xla`` (XLA's exp2; the ``pallas`` form always uses the GPU's exp2)."""
     n, dt = q.shape[0], q.dtype
     name = jnp.dtype(dt).name
     exp2 = exp2_f32 if name == "float32" and exp == "poly" else jnp.exp2
-    form = form or default_form()
+    form = form or default_form(dt)
     q2, m2 = _shift(q, k, beta)
     if form == "pallas":
         if name != "float32":
             raise ValueError(f"form='pallas' computes in float32 (got {name})")
         from attnlab.bruno.attention_gpu import shifted_sums
 
-        return m2 * LN2, shifted_sums(q2, m2, k, v1, exp=exp, interpret=jax.default_backend() != "gpu")
+        return m2 * LN2, shifted_sums(q2, m2, k, v1, interpret=jax.default_backend() != "gpu")
     bq, nq = _blocks(n, block_q)
     bk, nk = _blocks(n, block_k)
     qb = _pad(q2, nq * bq).reshape(nq, bq, -1)
@@ -260,9 +268,9 @@ def _underflow_free(acc):
     return jnp.all(jnp.log2(acc[..., -1]) >= _TINY_LOG2[jnp.dtype(acc.dtype).name])
 
 
-def _xla_plain(q, k, v1, beta, block_q, block_k):
+def _xla_plain(q, k, v1, beta, block_q, block_k, form=None):
     """``shift``, redone with ``online`` when some l_i underflows (plain ``lax.cond``)."""
-    m, acc = _shifted(q, k, v1, beta, block_q, block_k)
+    m, acc = _shifted(q, k, v1, beta, block_q, block_k, form)
     return jax.lax.cond(_underflow_free(acc), lambda: (m, acc), lambda: _online(q, k, v1, beta, block_q, block_k))
 
 
@@ -290,7 +298,8 @@ def _auto(block_q, block_k):
 
     @kernel.defjvp
     def _jvp(primals, tangents):
-        return jax.jvp(plain, primals, tangents)
+        form = _differentiable(default_form(primals[0].dtype))
+        return jax.jvp(partial(plain, form=form), primals, tangents)
 
     return kernel
 
@@ -358,7 +367,8 @@ def _auto_native(block_q, block_k):
 
     @kernel.defjvp
     def _jvp(primals, tangents):  # the output depends on (q, k, v1, beta) alone; x and S only re-express q and k
-        return jax.jvp(partial(_xla_plain, block_q=block_q, block_k=block_k), primals[2:], tangents[2:])
+        form = _differentiable(default_form(primals[2].dtype))
+        return jax.jvp(partial(_xla_plain, block_q=block_q, block_k=block_k, form=form), primals[2:], tangents[2:])
 
     return kernel
 

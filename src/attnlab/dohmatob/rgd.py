@@ -36,6 +36,8 @@ from attnlab.dohmatob.model import get_link, softmax_weights
 from attnlab.errors import AttnlabError
 from attnlab.slr.overlaps import DohmatobOverlaps, frame_coordinates
 
+_FULL = jax.lax.Precision.HIGHEST  # float32 products in float32 (a GPU's default for them is TF32, ~1e-3 relative)
+
 __all__ = ["IMPLEMENTATIONS", "Implementation", "empirical_loss", "rgd_step", "RGDLog", "resolve_implementation",
            "run_rgd", "run_rgd_reference", "init_with_overlap", "frame_predict", "frame_predict_planes"]
 
@@ -103,7 +105,7 @@ def _joint_value_and_grad(W, XL, Y, lam, links):
     n, K = Y.shape[1], Y.shape[0]
     L = XL.shape[0] // n
     dt = XL.dtype
-    A = (XL @ W.astype(dt).T).T.reshape(2 * K, L, n)
+    A = jnp.matmul(XL, W.astype(dt).T, precision=_FULL).T.reshape(2 * K, L, n)  # no TF32 on GPUs
     a = lam * A[:K]
     w = jnp.exp(a - jnp.max(a, axis=1, keepdims=True))
     w = w / jnp.sum(w, axis=1, keepdims=True)
@@ -117,7 +119,7 @@ def _joint_value_and_grad(W, XL, Y, lam, links):
     r = f - Y.astype(dt)
     c = (2.0 / n) * r[:, None] * w  # (K, L, n)
     C = jnp.concatenate([lam * c * (g - f[:, None]), c * dg]).reshape(2 * K, L * n)
-    G = (C @ XL).astype(W.dtype)  # (2K, d)
+    G = jnp.matmul(C, XL, precision=_FULL).astype(W.dtype)  # (2K, d)
     return jnp.mean(r.astype(W.dtype) ** 2, axis=-1), G
 
 
@@ -140,8 +142,12 @@ def _segment_fn(links: tuple, log_every: int, n_logs: int):
 
         return jax.lax.scan(log, W, None, length=n_logs)
 
-    # repeats one after the other (not vmapped): a repeat's tokens stay in cache for the whole segment of steps
-    return jax.jit(lambda W, XL, Y, lam, step_size: jax.lax.map(lambda a: one_repeat(*a, lam, step_size), (W, XL, Y)))
+    # on a CPU the repeats run one after the other (a repeat's tokens stay in cache for the whole segment of steps);
+    # on a GPU they run together (vmapped), which fills the device
+    if jax.default_backend() == "cpu":
+        return jax.jit(lambda W, XL, Y, lam, step_size: jax.lax.map(lambda a: one_repeat(*a, lam, step_size),
+                                                                    (W, XL, Y)))
+    return jax.jit(lambda W, XL, Y, lam, step_size: jax.vmap(lambda *a: one_repeat(*a, lam, step_size))(W, XL, Y))
 
 
 def _native_obstacle(links, token_dtype) -> str | None:

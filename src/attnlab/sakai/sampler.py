@@ -235,8 +235,12 @@ def first_token_variance(key, L, cq, cv):
     return _variance(normal(key, cq.shape + (L.shape[-1],)), L, cq, cv)
 
 
-def chunk_size(n_samples: int, per_sample: int, budget: int = 1 << 22) -> int:
-    """Samples per compiled chunk so that one chunk holds about ``budget`` floats."""
+def chunk_size(n_samples: int, per_sample: int, budget: int | None = None) -> int:
+    """Samples per compiled chunk so that one chunk holds about ``budget`` floats: by default 2^22 on a CPU (a chunk's
+    arrays stay in cache) and 2^26 on an accelerator (a chunk must fill the device: each holds a few sequential
+    steps, such as the rejection loops of the chi-squares, whose cost per step is fixed)."""
+    if budget is None:
+        budget = 1 << 22 if jax.default_backend() == "cpu" else 1 << 26
     return int(max(1, min(n_samples, budget // max(1, per_sample))))
 
 
