@@ -25,7 +25,8 @@ One run, bounded in time (``--deadline`` seconds in all; each stage gets a share
 
 Usage (on the GPU machine, from the repository root): ``bash bench/gpu.sh OUT`` (installs what the image lacks from
 ``.whl/`` and runs ``python bench/gpu.py all --out OUT``). ``--smoke`` runs every stage at toy sizes (the check of the
-script on a machine without a GPU).
+script on a machine without a GPU). Back here, ``python tools/bench_table.py --import gpu OUT/gpu.json`` saves the
+run under ``bench/results/<device>/`` and adds its row to the benchmark table.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def stage_kernels(work: Path, sizes, budget_s: float, short: bool = False) -> di
     attention_fn = jax.jit(lambda x: att.attention(x, eye, eye, eye, BETA))
     sync = jax.block_until_ready
     out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
-           "default_form": att.default_form(), "sizes": {}}
+           "default_form": att.default_form(jnp.float32), "sizes": {}}
     previous: dict[str, tuple[int, float]] = {}  # variant -> (N, seconds) at the last size it ran
     for n in sizes:
         row: dict = {"n": n, "default_blocks": list(att.default_blocks(n))}
@@ -388,6 +389,8 @@ def summarise(res: dict) -> dict:
                       "best_variant": max(variants, key=variants.get) if variants else None,
                       "best_variant_gpairs_per_s": max(variants.values()) if variants else None,
                       "rel_error_vs_float64": row.get("rel_error_vs_float64")}
+        if ours and paper:  # flat headline figures (the benchmark table)
+            s[f"gpairs_per_s_n{n}"], s[f"sdpa_gpairs_per_s_n{n}"], s[f"ratio_vs_sdpa_n{n}"] = ours, paper, ours / paper
     s["presets"] = {p: {k2: r.get(k2) for k2 in ("wall_s", "elapsed_s", "checks_passed", "checks", "controls_rejected",
                                                   "exit", "timed_out_after_s", "skipped")}
                     for p, r in res.get("presets", {}).items() if not p.startswith("_")}
@@ -398,7 +401,8 @@ def summarise(res: dict) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("all", "kernels", "sdpa"))
+    p.add_argument("stage", choices=("all", "kernels", "sdpa", "summary"))
+    p.add_argument("--from", dest="source", type=Path, help="summary: the gpu.json of a run to summarise again")
     p.add_argument("--out", type=Path, default=Path("gpu-out"))
     p.add_argument("--work", type=Path, default=None, help="scratch directory (tokens and outputs shared by stages)")
     p.add_argument("--deadline", type=float, default=450.0, help="seconds for the whole run (or this stage)")
@@ -413,6 +417,9 @@ def main(argv=None) -> int:
     work = (args.work or Path(os.environ.get("TMPDIR", "/tmp")) / "attnlab-gpu").resolve()
     work.mkdir(parents=True, exist_ok=True)
     sizes = SMOKE_SIZES if args.smoke else SIZES
+    if args.stage == "summary":
+        print(json.dumps(summarise(json.loads(args.source.read_text()))))
+        return 0
     if args.stage == "kernels":
         (work / "kernels.json").write_text(json.dumps(stage_kernels(work, sizes, args.deadline, args.short)))
         return 0

@@ -3,6 +3,7 @@
     python tools/bench_table.py --run [SCRIPT ...]   run the scripts (default: all), save each one's result, rewrite
                                                      the table
     python tools/bench_table.py                      rewrite the table from the saved results only
+    python tools/bench_table.py --import gpu FILE    save a run made on a GPU machine (bench/gpu.sh), rewrite the table
 
 Each script prints one JSON object as its last line. ``--run`` saves it as
 ``bench/results/<cpu>/<script>.json`` together with the command, the CPU (model, vector extensions, core count),
@@ -30,6 +31,7 @@ BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 DOC = ROOT / "docs" / "speed.md"
 START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
+GPU_START, GPU_END = "<!-- gpu-table:start -->", "<!-- gpu-table:end -->"
 
 # The headline figures of each script's JSON line: (key, how to show it). Keys absent from a result are skipped.
 HEADLINES = {
@@ -38,6 +40,9 @@ HEADLINES = {
                ("ratio_vs_exact_sampler", "{:.0f}x vs exact-sampler covariance")],
     "erm_scale": [("largest_sqrt_ND", "largest sqrt(ND) {:.0f}"), ("gap_in_se_at_largest", "gap {:.1f} SE")],
     "particles": [("ratio_vs_dense", "{:.1f}x vs dense"), ("gpairs_per_s_n10000", "{:.2f} Gpairs/s")],
+    "gpu": [("gpairs_per_s_n10000", "N = 1e4: {:.0f} Gpairs/s"), ("ratio_vs_sdpa_n10000", "{:.1f}x SDPA"),
+            ("gpairs_per_s_n50000", "5e4: {:.0f}"), ("ratio_vs_sdpa_n50000", "{:.1f}x"),
+            ("gpairs_per_s_n200000", "2e5: {:.0f}"), ("ratio_vs_sdpa_n200000", "{:.1f}x")],
     "replica": [("ratio_vs_reference", "{:.1f}x vs damped iteration")],
     "slr_pgd": [("ratio_vs_reference", "{:.0f}x vs plain PGD"), ("total_full_presets_s", "5 full presets {:.0f} s")],
     "softmax_rgd": [("ratio_vs_reference", "{:.1f}x vs plain RGD"), ("total_preset_s", "preset {:.0f} s")],
@@ -45,6 +50,10 @@ HEADLINES = {
     "width": [("ratio_vs_reference_n1024", "{:.0f}x vs brute force at n = 1024")],
 }
 
+
+ELSEWHERE = {"gpu"}
+"""Scripts run on another machine (bench/gpu.sh on a GPU machine) and saved here with ``--import``; ``--run`` with no
+names leaves them out."""
 
 VECTOR_EXTENSIONS = ("avx512f", "avx2", "fma", "avx", "sse4_2", "neon", "asimd", "sve")
 
@@ -70,7 +79,9 @@ def cpu() -> dict:
             "cores": os.cpu_count()}
 
 
-def cpu_text(c: dict) -> str:
+def cpu_text(c: dict, device: str | None = None) -> str:
+    if device:  # a GPU run: the card, then its host
+        return f"{device} ({c['cores']}-core host)"
     ext = "/".join(e.upper() for e in c.get("vector_extensions", [])[:2])
     return f"{c['model']}, {c['cores']} cores" + (f" ({ext})" if ext else "")
 
@@ -128,28 +139,128 @@ def table(scripts: list[Path]) -> str:
     """One row per script and CPU model with a saved result ("not measured" for a script without any)."""
     rows = ["| script | what it measures | result | CPU | command |", "|---|---|---|---|---|"]
     for script in scripts:
-        cmd = f"`.venv/bin/python bench/{script.name}`"
         saved = sorted(RESULTS.glob(f"*/{script.stem}.json"))
         records = [json.loads(p.read_text()) for p in saved]
         for record in records or [None]:
+            here = record and script.stem in ELSEWHERE
+            cmd = f"`{record['command']}`" if here else f"`.venv/bin/python bench/{script.name}`"
             result = headline(script.stem, record["result"]) if record else "not measured"
-            where = cpu_text(record["cpu"]) if record else ""
+            where = cpu_text(record["cpu"], record.get("device")) if record else ""
             rows.append(f"| `{script.name}` | {summary_line(script)} | {result} | {where} | {cmd} |")
     return "\n".join(rows)
 
 
+def _between(doc: str, start: str, end: str, text: str) -> str:
+    head, sep, rest = doc.partition(start)
+    if not sep or end not in rest:
+        raise SystemExit(f"bench_table: {DOC} lacks the markers {start} and {end}")
+    return f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}"
+
+
+def gpu_tables() -> str:
+    """The saved GPU runs (``bench/results/<device>/gpu.json``) in detail: the particle step per N against SDPA, the
+    presets at full size, the JAX-path tests."""
+    out = []
+    for path in sorted(RESULTS.glob("*/gpu*.json"), key=lambda p: (p.parent.name, p.name != "gpu.json", p.name)):
+        record = json.loads(path.read_text())
+        full, device = record.get("full", {}), record.get("device") or "GPU"
+        label = "the latest run" if path.name == "gpu.json" else "an earlier run, before the Pallas kernel was the default"
+        k, t = full.get("kernels", {}).get("sizes", {}), full.get("sdpa", {}).get("sizes", {})
+        out += [f"**{device}**, {label} (`{path.relative_to(ROOT)}`; JAX {full.get('environment', {}).get('jax')}, PyTorch "
+                f"{full.get('environment', {}).get('torch')}). The particle step (d = 3, beta = 30, float32), pairs "
+                "per second (10^9):", "",
+                "| N | attnlab (default kernel) | SDPA, PyTorch's dispatch | ratio | attnlab vs float64 | "
+                "SDPA vs float64 |", "|---|---|---|---|---|---|"]
+        for n, row in k.items():
+            sd = t.get(n, {})
+            ours, theirs = row.get("step_gpairs_per_s"), sd.get("paper_gpairs_per_s")
+            cfg = sd.get("configs", {}).get(sd.get("paper_method") or "", {})
+            err = row.get("rel_error_vs_float64")
+            serr = cfg.get("rel_error_vs_float64")
+            out.append(f"| {int(n):,} | {ours if ours else float('nan'):.0f} | "
+                       f"{theirs if theirs else float('nan'):.0f} ({sd.get('paper_method', '-')}) | "
+                       f"{ours / theirs if ours and theirs else float('nan'):.1f}x | "
+                       f"{f'{err:.1e}' if err else '-'} | {f'{serr:.1e}' if serr else '-'} |")
+        names = [v for row in k.values() for v in row.get("variants", {})]
+        names = list(dict.fromkeys(names))
+        if len(names) > 3:  # every form of the shift kernel's sums (bench/gpu.py's variants), pairs per second
+            head = " | ".join(f"N = {int(n):,}" for n in k)
+            out += ["", f"| shift kernel's sums (10^9 pairs/s): form / key blocks / exp2 | {head} |",
+                    "|---|" + "---|" * len(k)]
+            for v in names:
+                cells = []
+                for row in k.values():
+                    r = row.get("variants", {}).get(v, {})
+                    cells.append(f"{r['gpairs_per_s']:.0f}" if "gpairs_per_s" in r
+                                 else ("out of memory" if "memory" in str(r.get("error", "")).lower()
+                                       else ("fails" if "error" in r else "-")))
+                out.append(f"| {v} | " + " | ".join(cells) + " |")
+        out += ["", "| preset (full size) | wall time | checks passed | controls rejected |", "|---|---|---|---|"]
+        for name, r in full.get("presets", {}).items():
+            if name.startswith("_"):
+                continue
+            if "wall_s" in r:
+                sets = "".join(f" `--set {x}`" for x in r.get("sets", []))
+                out.append(f"| `{name}`{sets} | {r['wall_s']:.0f} s | "
+                           f"{r.get('checks_passed')}/{r.get('checks')} | {r.get('controls_rejected')}/{r.get('checks')} |")
+            else:
+                why = (f"cut off at {r['timed_out_after_s']:.0f} s" if "timed_out_after_s" in r
+                       else r.get("skipped", r.get("error", "?"))[:80])
+                out.append(f"| `{name}` | not finished ({why}) | - | - |")
+        tests = full.get("tests", {})
+        if tests:
+            cut = " (cut off at the run's deadline)" if tests.get("exit") == "timeout" else ""
+            out += ["", f"`pytest -m jax_path` on the GPU: {tests.get('passed')} passed, {len(tests.get('failed', []))} "
+                    f"failed, {tests.get('skipped')} skipped in {tests.get('wall_s')} s{cut}."]
+        out.append("")
+    return "\n".join(out).strip() or "No GPU run saved."
+
+
 def rewrite_doc(text: str) -> str:
-    head, sep, rest = DOC.read_text().partition(START)
-    if not sep or END not in rest:
-        raise SystemExit(f"bench_table: {DOC} lacks the markers {START} and {END}")
-    return f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
+    doc = _between(DOC.read_text(), START, END, text)
+    if GPU_START in doc:
+        doc = _between(doc, GPU_START, GPU_END, gpu_tables())
+    return doc
+
+
+def import_result(name: str, path: str) -> int:
+    """Save the JSON a script wrote on another machine (``bench/gpu.py``'s ``gpu.json``: its environment, every
+    stage, and the summary that ``python bench/gpu.py summary --from FILE`` recomputes) under
+    ``bench/results/<device>/``, and rewrite the table."""
+    try:
+        full = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"bench_table: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    proc = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), "summary", "--from", str(path)], cwd=ROOT,
+                          stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        print(f"bench_table: bench/{name}.py cannot summarise {path}", file=sys.stderr)
+        return 2
+    env = full.get("environment", {})
+    device = str(env.get("nvidia_smi", "")).split(",")[0].strip() or None
+    host = {"model": "host", "vector_extensions": [], "cores": env.get("cpu_count")}
+    record = {"script": f"{name}.py", "command": f"bash bench/{name}.sh OUT", "cpu": host, "device": device,
+              "xla_flags": env.get("XLA_FLAGS") or "", "date": datetime.date.today().isoformat(),
+              "result": json.loads(proc.stdout.splitlines()[-1]), "full": full}
+    folder = RESULTS / re.sub(r"[^a-z0-9]+", "-", (device or "device").lower()).strip("-")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    DOC.write_text(rewrite_doc(table(sorted(BENCH.glob("*.py")))))
+    print(f"bench_table: saved {folder.relative_to(ROOT)}/{name}.json and wrote the table of {DOC.relative_to(ROOT)}")
+    return 0
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="store_true", help="run the scripts before writing the table")
     ap.add_argument("scripts", nargs="*", help="script names to run (default: all under bench/)")
+    ap.add_argument("--import", dest="imported", nargs=2, metavar=("SCRIPT", "FILE"),
+                    help="save FILE, the full JSON of SCRIPT run on another machine (bench/gpu.py's gpu.json), as "
+                         "that machine's result")
     args = ap.parse_args(argv)
+    if args.imported:
+        return import_result(*args.imported)
     scripts = sorted(BENCH.glob("*.py"))
     unknown = [s for s in args.scripts if not (BENCH / Path(s).name).with_suffix(".py").is_file()]
     if unknown:
@@ -157,7 +268,8 @@ def main(argv: list[str]) -> int:
         return 2
     status = 0
     if args.run:
-        chosen = [(BENCH / Path(s).name).with_suffix(".py") for s in args.scripts] or scripts
+        chosen = [(BENCH / Path(s).name).with_suffix(".py") for s in args.scripts] or [
+            s for s in scripts if s.stem not in ELSEWHERE]
         for script in chosen:
             load_before = os.getloadavg()
             result = run_script(script)

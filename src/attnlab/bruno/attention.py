@@ -33,6 +33,10 @@ GPU and is vmapped over independent runs. Two ways to choose m_i:
   with ``online`` (a ``lax.cond``; under ``vmap`` a custom batching rule keeps the condition unbatched, so a batch of
   runs redoes the batch only when one of them needs it, instead of computing both kernels every time).
 * ``method="native"``: the C kernel below, or a one-line ValueError where it does not apply.
+On a GPU every query goes in one block (:func:`default_blocks`) and, in float32, the shift kernel's sums are one
+Pallas kernel that keeps every score in registers (:mod:`attnlab.bruno.attention_gpu`; the forms: :data:`FORMS`);
+matrix products are taken at full float32 precision (a GPU's default for float32 is TF32).
+
 * ``method="auto"`` (the default): in float32 on CPU with 2 <= d <= 8, the C kernel of
   :mod:`attnlab.bruno.native` (one exponential per unordered pair, valid when S = Q^T K is symmetric), used when
   S is symmetric (to 1e-6 relative) and the scores cannot overflow (S positive semi-definite, or the Cauchy-Schwarz
@@ -206,8 +210,8 @@ def _block_sums(qi, mi, kj, vj, exp2, form):
 
 def default_form(dtype=None, backend: str | None = None) -> str:
     """The form of the shift kernel (:data:`FORMS`) for ``dtype`` on ``backend`` (default: JAX's): ``matmul`` on a
-    CPU; on a GPU ``pallas`` in float32 (the fastest there, by bench/gpu.py: about 4x ``reduce`` and 8x PyTorch's SDPA
-    at N = 5e4 on an H100) and ``reduce`` otherwise."""
+    CPU; on a GPU ``pallas`` in float32 (the fastest of the forms bench/gpu.py measures there) and ``reduce``
+    otherwise (float64)."""
     if (backend or jax.default_backend()) == "cpu":
         return "matmul"
     return "pallas" if dtype is not None and jnp.dtype(dtype).name == "float32" else "reduce"

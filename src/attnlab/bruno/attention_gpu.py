@@ -67,8 +67,8 @@ def shifted_sums(q2, m2, k, u, *, block_q: int = 64, block_k: int = 32, num_warp
     """``acc`` (N, c) with acc_i = sum_j 2^(<q2_i, k_j> - m2_i) u_j, float32, by one Pallas kernel (module doc).
 
     ``q2`` (N, d) base-2 queries, ``m2`` (N,) their shifts, ``k`` (N, d) keys, ``u`` (N, c) values with ones;
-    ``block_q``, ``block_k``: powers of two (the defaults, 64 x 32 with 4 warps, were the fastest of the
-    configurations bench/gpu.py measures on an H100, 3-4x the next); ``interpret``: run on the CPU (tests)."""
+    ``block_q``, ``block_k``: powers of two (the defaults, 64 x 32 with 4 warps, are the fastest of the
+    configurations bench/gpu.py measures); ``interpret``: run on the CPU (tests)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plt
 
