@@ -6,8 +6,9 @@
        out[a][i] = sum_j g_ij u[a][j],  a = 0..D   (u[D] carries the weights of the normaliser)
    Each unordered pair {i, j} costs one exponential and feeds both rows: row i by a register reduction, row j through
    a per-chunk buffer of column sums (fixed chunks, so the result does not depend on the thread count). Two rows x 16
-   columns (32 with AVX-512F) per inner step give four independent exponentials, which is what lets the out-of-order core overlap their
-   latency chains.
+   columns per inner step with AVX2, four rows x 32 columns with AVX-512F, give four (eight) independent exponentials,
+   which is what lets the out-of-order core overlap their latency chains; with four rows each column block loaded from
+   cache serves twice as many pairs.
    exp2 is a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, and 2^n is added to the exponent
    bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
    most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30. */
@@ -23,10 +24,11 @@
 #if defined(__AVX512F__)
 #define ATTNLAB_PAD 32
 #define ATTNLAB_VECTOR_BITS 512
-/* AVX-512F: 16 lanes, two rows x 32 columns per inner step (four independent exponentials, as below) */
+/* AVX-512F: 16 lanes, four rows x 32 columns per inner step (eight independent exponentials). Each load of a column
+   block (its c, x, u and the column buffer) serves four rows: per pair, half the cache traffic of two rows. */
 #define DEFINE_SYM(D)                                                                                                 \
 int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, const float *u, float *out) {           \
-    enum { NV = D + 1 };                                                                                            \
+    enum { NV = D + 1, R = 4 };                                                                                     \
     if (Np % 32) return 1;                                                                                          \
     const int T = ATTNLAB_CHUNKS; /* fixed, so the sums do not depend on the number of threads */                    \
     float *buf = aligned_alloc(64, sizeof(float) * NV * (size_t)Np * T);                                            \
@@ -36,62 +38,68 @@ int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, con
         for (int th = 0; th < T; th++) {                                                                          \
         float *B = buf + (size_t)th * NV * Np;                                                                      \
         const __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);                \
-        for (int i = 2 * th; i < Np; i += 2 * T) {                                                                   \
-            __m512 qa[D], qb[D];                                                                                    \
-            for (int k = 0; k < D; k++) {                                                                           \
-                qa[k] = _mm512_set1_ps(q[(size_t)k * Np + i]);                                                      \
-                qb[k] = _mm512_set1_ps(q[(size_t)k * Np + i + 1]);                                                  \
-            }                                                                                                       \
-            const __m512 nca = _mm512_set1_ps(-c[i]), ncb = _mm512_set1_ps(-c[i + 1]);                             \
-            float wa[NV], wb[NV];                                                                                   \
-            __m512 s[NV], r[NV];                                                                                    \
-            for (int a = 0; a < NV; a++) {                                                                          \
-                wa[a] = u[(size_t)a * Np + i];                                                                      \
-                wb[a] = u[(size_t)a * Np + i + 1];                                                                  \
-                s[a] = _mm512_setzero_ps();                                                                         \
-                r[a] = _mm512_setzero_ps();                                                                         \
+        for (int i = R * th; i < Np; i += R * T) {                                                                   \
+            __m512 qv[R][D], nc[R], s[R][NV];                                                                       \
+            float w[R][NV];                                                                                         \
+            for (int e = 0; e < R; e++) {                                                                           \
+                for (int k = 0; k < D; k++) qv[e][k] = _mm512_set1_ps(q[(size_t)k * Np + i + e]);                   \
+                nc[e] = _mm512_set1_ps(-c[i + e]);                                                                  \
+                for (int a = 0; a < NV; a++) {                                                                      \
+                    w[e][a] = u[(size_t)a * Np + i + e];                                                            \
+                    s[e][a] = _mm512_setzero_ps();                                                                  \
+                }                                                                                                   \
             }                                                                                                       \
             const int j0 = i & ~31;                                                                                 \
             for (int j = j0; j < Np; j += 32) {                                                                     \
-                __m512 c0 = _mm512_loadu_ps(c + j), c1 = _mm512_loadu_ps(c + j + 16);                              \
-                __m512 ta = _mm512_sub_ps(nca, c0), tb = _mm512_sub_ps(ncb, c0);                                    \
-                __m512 ta1 = _mm512_sub_ps(nca, c1), tb1 = _mm512_sub_ps(ncb, c1);                                  \
-                for (int k = D - 1; k >= 0; k--) {                                                                  \
-                    __m512 xk = _mm512_loadu_ps(x + (size_t)k * Np + j);                                            \
-                    __m512 xk1 = _mm512_loadu_ps(x + (size_t)k * Np + j + 16);                                      \
-                    ta = _mm512_fmadd_ps(qa[k], xk, ta);                                                            \
-                    tb = _mm512_fmadd_ps(qb[k], xk, tb);                                                            \
-                    ta1 = _mm512_fmadd_ps(qa[k], xk1, ta1);                                                         \
-                    tb1 = _mm512_fmadd_ps(qb[k], xk1, tb1);                                                         \
+                const __m512 c0 = _mm512_loadu_ps(c + j), c1 = _mm512_loadu_ps(c + j + 16);                        \
+                __m512 g0[R], g1[R];                                                                                \
+                for (int e = 0; e < R; e++) {                                                                       \
+                    g0[e] = _mm512_sub_ps(nc[e], c0);                                                               \
+                    g1[e] = _mm512_sub_ps(nc[e], c1);                                                               \
                 }                                                                                                   \
-                __m512 g = exp2v16(ta), h = exp2v16(tb), g1 = exp2v16(ta1), h1 = exp2v16(tb1);                      \
+                for (int k = D - 1; k >= 0; k--) {                                                                  \
+                    const __m512 xk = _mm512_loadu_ps(x + (size_t)k * Np + j);                                      \
+                    const __m512 xk1 = _mm512_loadu_ps(x + (size_t)k * Np + j + 16);                                \
+                    for (int e = 0; e < R; e++) {                                                                   \
+                        g0[e] = _mm512_fmadd_ps(qv[e][k], xk, g0[e]);                                               \
+                        g1[e] = _mm512_fmadd_ps(qv[e][k], xk1, g1[e]);                                              \
+                    }                                                                                               \
+                }                                                                                                   \
+                for (int e = 0; e < R; e++) {                                                                       \
+                    g0[e] = exp2v16(g0[e]);                                                                         \
+                    g1[e] = exp2v16(g1[e]);                                                                         \
+                }                                                                                                   \
                 if (j == j0) { /* strictly upper triangle: keep j > i (the diagonal is added once below) */         \
-                    __m512i jj = _mm512_add_epi32(idx, _mm512_set1_epi32(j));                                       \
-                    __m512i jj1 = _mm512_add_epi32(jj, _mm512_set1_epi32(16));                                      \
-                    __m512i ia = _mm512_set1_epi32(i), ib = _mm512_set1_epi32(i + 1);                               \
-                    g = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj, ia), g);                                    \
-                    h = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj, ib), h);                                    \
-                    g1 = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj1, ia), g1);                                 \
-                    h1 = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj1, ib), h1);                                 \
+                    const __m512i jj = _mm512_add_epi32(idx, _mm512_set1_epi32(j));                                 \
+                    const __m512i jj1 = _mm512_add_epi32(jj, _mm512_set1_epi32(16));                                \
+                    for (int e = 0; e < R; e++) {                                                                   \
+                        const __m512i ie = _mm512_set1_epi32(i + e);                                                \
+                        g0[e] = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj, ie), g0[e]);                        \
+                        g1[e] = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(jj1, ie), g1[e]);                       \
+                    }                                                                                               \
                 }                                                                                                   \
                 for (int a = 0; a < NV; a++) {                                                                      \
                     const float *ua = u + (size_t)a * Np + j;                                                       \
                     float *Ba = B + (size_t)a * Np + j;                                                             \
-                    __m512 v = _mm512_loadu_ps(ua), v1 = _mm512_loadu_ps(ua + 16);                                  \
-                    s[a] = _mm512_fmadd_ps(g, v, _mm512_fmadd_ps(g1, v1, s[a]));                                    \
-                    r[a] = _mm512_fmadd_ps(h, v, _mm512_fmadd_ps(h1, v1, r[a]));                                    \
-                    __m512 WA = _mm512_set1_ps(wa[a]), WB = _mm512_set1_ps(wb[a]);                                  \
-                    _mm512_store_ps(Ba, _mm512_fmadd_ps(g, WA, _mm512_fmadd_ps(h, WB, _mm512_load_ps(Ba))));        \
-                    _mm512_store_ps(Ba + 16, _mm512_fmadd_ps(g1, WA, _mm512_fmadd_ps(h1, WB, _mm512_load_ps(Ba + 16)))); \
+                    const __m512 v = _mm512_loadu_ps(ua), v1 = _mm512_loadu_ps(ua + 16);                            \
+                    __m512 b0 = _mm512_load_ps(Ba), b1 = _mm512_load_ps(Ba + 16);                                   \
+                    for (int e = 0; e < R; e++) {                                                                   \
+                        s[e][a] = _mm512_fmadd_ps(g0[e], v, _mm512_fmadd_ps(g1[e], v1, s[e][a]));                   \
+                        const __m512 W = _mm512_set1_ps(w[e][a]);                                                   \
+                        b0 = _mm512_fmadd_ps(g0[e], W, b0);                                                         \
+                        b1 = _mm512_fmadd_ps(g1[e], W, b1);                                                         \
+                    }                                                                                               \
+                    _mm512_store_ps(Ba, b0);                                                                        \
+                    _mm512_store_ps(Ba + 16, b1);                                                                   \
                 }                                                                                                   \
             }                                                                                                       \
-            for (int e = 0; e < 2; e++) { /* the diagonal terms g_ii, and the row sums */                           \
+            for (int e = 0; e < R; e++) { /* the diagonal terms g_ii, and the row sums */                           \
                 int ii = i + e;                                                                                     \
                 float t = -2.0f * c[ii];                                                                            \
                 for (int k = 0; k < D; k++) t += q[(size_t)k * Np + ii] * x[(size_t)k * Np + ii];                   \
                 float gii = _mm512_cvtss_f32(exp2v16(_mm512_set1_ps(t)));                                           \
                 for (int a = 0; a < NV; a++)                                                                        \
-                    B[(size_t)a * Np + ii] += hsum16(e ? r[a] : s[a]) + gii * u[(size_t)a * Np + ii];               \
+                    B[(size_t)a * Np + ii] += hsum16(s[e][a]) + gii * u[(size_t)a * Np + ii];                       \
             }                                                                                                       \
         }                                                                                                           \
     }                                                                                                               \
