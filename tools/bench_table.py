@@ -49,7 +49,9 @@ HEADLINES = {
                 ("manifold_pgd_over_official_speed_reference", "its PGD {:.0f}x")],
     "softmax_rgd": [("ratio_vs_reference", "{:.1f}x vs plain RGD"), ("total_preset_s", "preset {:.0f} s")],
     "sweep": [("wall_1_worker_s", "1 worker {:.0f} s"), ("wall_2_workers_s", "2 workers {:.0f} s")],
-    "width": [("ratio_vs_reference_n1024", "{:.0f}x vs brute force at n = 1024")],
+    "width": [("ratio_vs_reference_n1024", "{:.0f}x vs brute force at n = 1024"),
+              ("total_paper_presets_s", "Sakai paper presets {:.0f} s")],
+    "xla_level": [("level3_over_level1", "level 3 takes {:.2f}x level 1's wall time")],
 }
 
 
