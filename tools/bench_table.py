@@ -7,7 +7,8 @@
 
 Each script prints one JSON object as its last line. ``--run`` saves it as
 ``bench/results/<cpu>/<script>.json`` together with the command, the CPU (model, vector extensions, core count),
-the XLA flags, the load average before and after, and the date. The table (between the markers
+the implementation of each C kernel on it (:func:`native_kernels`), the XLA flags, the load average before and
+after, and the date. The table (between the markers
 ``<!-- bench-table:start -->`` and ``<!-- bench-table:end -->``) has one row per script and CPU model measured: what
 it measures, its headline figures (the ratios against the plain reference measured in the same process), the CPU
 and the command. A script without a saved result reads "not measured"; a script that failed keeps its previous
@@ -99,6 +100,24 @@ def summary_line(script: Path) -> str:
     doc = ast.get_docstring(ast.parse(script.read_text())) or ""
     first = doc.strip().split("\n\n")[0].replace("\n", " ")
     return first.removeprefix("Benchmark: ").removeprefix("Benchmark of ")
+
+
+def native_kernels() -> dict:
+    """Which implementation each of attnlab's C kernels has on this machine: its vector build where it compiles,
+    else why it does not (the JAX path then runs); and JAX's backend. Each benchmark also records what its own runs
+    used, where it has a choice."""
+    import jax
+
+    from attnlab.bruno import native as bruno
+    from attnlab.dohmatob import rgd_native
+    from attnlab.sakai import native as sakai
+
+    out = {"jax_backend": jax.default_backend()}
+    for name, mod, build in (("bruno_attention", bruno, lambda: f"native, {bruno.vector_bits()}-bit vectors"),
+                             ("dohmatob_rgd", rgd_native, lambda: f"native, {rgd_native.lanes()} float32 lanes"),
+                             ("sakai_sampler", sakai, lambda: "native")):
+        out[name] = build() if mod.available() else f"jax ({mod.unavailable_reason()})"
+    return out
 
 
 def run_script(script: Path) -> dict | None:
@@ -282,6 +301,7 @@ def main(argv: list[str]) -> int:
                 continue
             here = cpu()
             record = {"script": script.name, "command": f"python bench/{script.name}", "cpu": here,
+                      "native_kernels": native_kernels(),
                       "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_average_before_after":
                       [load_before[0], os.getloadavg()[0]], "date": datetime.date.today().isoformat(),
                       "result": result}
