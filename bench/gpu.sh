@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # bench/gpu.py on a machine with an NVIDIA GPU and JAX with CUDA, from the repository root: bash bench/gpu.sh [OUT [options of bench/gpu.py]]
-# Installs the wheels in .whl/ (what the machine's image lacks: pydantic, zarr, dask, ...; fetched beforehand with
-# `pip download`) into a directory of its own, runs attnlab from src/, and writes OUT/gpu.json and OUT/gpu.log.
+# Installs the wheels in .whl/ (what the machine's image lacks: pydantic, zarr, dask, ...) into a directory of its own,
+# runs attnlab from src/, and writes OUT/gpu.json and OUT/gpu.log. Fetch the wheels beforehand, where pip can reach
+# an index (the image has Python 3.12):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     --platform manylinux1_x86_64 -d .whl -r bench/gpu_wheels.txt
 set -u
 OUT=${1:-gpu-out}
 mkdir -p "$OUT"
