@@ -130,10 +130,11 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     return _SLOT[1]
 
 
+@functools.cache
 def accelerator_plugin() -> str | None:
     """The name of an installed JAX accelerator plugin (``jax-cuda12-plugin``, ``jax-cuda13-plugin``,
     ``jax-rocm...``), or None: JAX then computes on the CPU. Read from the installed distributions, without starting
-    JAX."""
+    JAX; read once per process (every :func:`configure` asks)."""
     from importlib import metadata
 
     for dist in metadata.distributions():

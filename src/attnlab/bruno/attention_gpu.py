@@ -32,34 +32,22 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _kernel(q_ref, m_ref, k_ref, u_ref, o_ref, *, d, c, n_key_blocks, block_k):
+def _kernel(q_ref, m_ref, k_ref, u_ref, o_ref, *, d, c, n_key_blocks, block_k, pl):
     q = [q_ref[i, :] for i in range(d)]
     m = m_ref[:]
 
     def body(j, accs):
-        j0 = pl_multiple_of(j * block_k, block_k)
-        t = q[0][:, None] * k_ref[0, pl_ds(j0, block_k)][None, :] - m[:, None]
+        j0 = pl.multiple_of(j * block_k, block_k)
+        t = q[0][:, None] * k_ref[0, pl.ds(j0, block_k)][None, :] - m[:, None]
         for i in range(1, d):
-            t = t + q[i][:, None] * k_ref[i, pl_ds(j0, block_k)][None, :]
+            t = t + q[i][:, None] * k_ref[i, pl.ds(j0, block_k)][None, :]
         p = jnp.exp2(t)  # the GPU's exp2 (Pallas's Triton lowering has no round, which exp2_f32 needs)
-        return tuple(a + p * u_ref[col, pl_ds(j0, block_k)][None, :] for col, a in enumerate(accs))
+        return tuple(a + p * u_ref[col, pl.ds(j0, block_k)][None, :] for col, a in enumerate(accs))
 
     zero = jnp.zeros((m.shape[0], block_k), jnp.float32)
     accs = jax.lax.fori_loop(0, n_key_blocks, body, tuple(zero for _ in range(c)))
     for col in range(c):
         o_ref[col, :] = jnp.sum(accs[col], axis=1)
-
-
-def pl_ds(start, size):
-    from jax.experimental import pallas as pl
-
-    return pl.ds(start, size)
-
-
-def pl_multiple_of(x, m):
-    from jax.experimental import pallas as pl
-
-    return pl.multiple_of(x, m)
 
 
 @partial(jax.jit, static_argnames=("block_q", "block_k", "num_warps", "interpret"))
@@ -82,7 +70,7 @@ def shifted_sums(q2, m2, k, u, *, block_q: int = 64, block_k: int = 32, num_warp
     mp = jnp.zeros((nq * block_q,), f32).at[:n].set(m2.astype(f32))
     kT = jnp.zeros((dp, nk * block_k), f32).at[:d, :n].set(k.astype(f32).T)
     uT = jnp.zeros((cp, nk * block_k), f32).at[:c, :n].set(u.astype(f32).T)
-    kernel = partial(_kernel, d=d, c=c, n_key_blocks=nk, block_k=block_k)
+    kernel = partial(_kernel, d=d, c=c, n_key_blocks=nk, block_k=block_k, pl=pl)
     out = pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct((cp, nq * block_q), f32),
