@@ -5,7 +5,9 @@ plain reference (one run at a time, a Python loop over steps of a jitted float64
 Throughput is in run-steps per second (one RGD step of one (repeat, link, start) run). The reference is timed on
 ``--ref-steps`` steps of one run per link and extrapolated. Prints, as its last line, a JSON object with
 ``ratio_vs_reference`` (preset RGD throughput / reference throughput) and ``total_preset_s`` (the whole preset:
-simulation, theory, checks' inputs). Numbers are indicative on a shared machine.
+simulation, theory, checks' inputs), and the token products' floating-point rate against the CPU's FMA bound
+(``fraction_of_fma_bound``; the bound: the C kernel's own loop of independent vector FMAs on every thread). Numbers are
+indicative on a shared machine.
 
 Usage: ``python bench/softmax_rgd.py [--quick] [--ref-steps 200] [--token-dtype float64]``; compile time is counted
 in the preset's RGD time (set ``ATTNLAB_JAX_CACHE=off`` to count a first run's compilation in full).
@@ -87,13 +89,22 @@ def main():
     run_steps = cfg.n_repeats * len(cfg.links) * 2 * cfg.n_steps
     preset_tp = run_steps / rgd_s[0]
     ref_tp = reference_throughput(cfg, args.ref_steps)
+    # the token products' rate against the CPU's FMA bound (the kernel's own loop of vector FMAs, every thread)
+    flop_rate = cfg.n_repeats * cfg.n_steps * rgd_native.flops(cfg.n_train, cfg.L, cfg.d, 2 * len(cfg.links)) / rgd_s[0]
+    fma_bound = rgd_native.fma_flops_per_second() if rgd_native.available() else None
     print(f"preset: {run_steps} run-steps in {rgd_s[0]:.1f} s (RGD incl. compile) -> {preset_tp:.0f} run-steps/s; "
           f"whole preset {total:.1f} s")
     print(f"reference: {ref_tp:.0f} run-steps/s (one run, Python loop over jitted steps, {args.ref_steps} steps/link)")
+    if fma_bound:
+        print(f"token products: {flop_rate / 1e9:.1f} GFLOP/s, {flop_rate / fma_bound:.2f} of the FMA bound "
+              f"{fma_bound / 1e9:.1f} GFLOP/s (all threads)")
     print(f"devices: {jax.devices()}; x64: {jnp.zeros(1).dtype}")
     print(json.dumps({"ratio_vs_reference": preset_tp / ref_tp, "total_preset_s": total, "rgd_s": rgd_s[0],
                       "preset_run_steps_per_s": preset_tp, "reference_run_steps_per_s": ref_tp,
-                      "total_preset_cpu_s": total_cpu, "token_dtype": cfg.token_dtype, "quick": args.quick,
+                      "total_preset_cpu_s": total_cpu, "rgd_flops_per_s": flop_rate,
+                      "fma_bound_flops_per_s": fma_bound,
+                      "fraction_of_fma_bound": flop_rate / fma_bound if fma_bound else None,
+                      "token_dtype": cfg.token_dtype, "quick": args.quick,
                       "native_kernel": rgd_native.available() or rgd_native.unavailable_reason(),
                       "native_lanes": rgd_native.lanes() if rgd_native.available() else None,
                       "implementations": p.implementations(cfg),

@@ -122,3 +122,19 @@ def test_same_numbers_for_any_thread_count(tmp_path):
         subprocess.run([sys.executable, "-c", code, str(path)], check=True, env=env)
         out.append(np.load(path))
     np.testing.assert_array_equal(out[0], out[1])
+
+
+def test_the_calling_thread_keeps_its_denormals():
+    """The kernel flushes denormals to zero in its own arithmetic only: the thread that called it (the one thread of
+    OMP_NUM_THREADS=1, which runs every repeat) computes with denormal numbers again afterwards."""
+    code = (
+        "import numpy as np; from attnlab.dohmatob import rgd_native as r\n"
+        "tiny = np.float32(2.0 ** -140)\n"
+        "assert np.multiply(tiny, np.float32(1.0)) == tiny  # denormals before\n"
+        "g = np.random.default_rng(0); X = 3 * g.standard_normal((2, 20, 7, 11)); Y = g.standard_normal((2, 1, 20))\n"
+        "W = g.standard_normal((2, 2, 11)); W /= np.linalg.norm(W, axis=-1, keepdims=True)\n"
+        "r.run(r.tokens(X), Y, ('linear',), W, 30.0, 0.05, 1, 2)\n"
+        "print(float(np.multiply(tiny, np.float32(1.0)) / tiny))\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True)
+    assert float(res.stdout.strip()) == 1.0

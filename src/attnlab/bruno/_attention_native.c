@@ -11,7 +11,9 @@
    cache serves twice as many pairs.
    exp2 is a degree-5 minimax polynomial on [-1/2, 1/2] after rounding t = n + f, and 2^n is added to the exponent
    bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
-   most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30. */
+   most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30.
+   Denormals are flushed to zero in the chunks' arithmetic (flush_denormals): at large beta most pairs' terms g_ij u_j
+   fall below 2^-126, and each operation on a denormal costs a microcode assist (beta = 1000 on S^2: 3x the time). */
 #include "../_simd.h"
 #include <omp.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@ int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, con
     memset(buf, 0, sizeof(float) * NV * (size_t)Np * T);                                                            \
     _Pragma("omp parallel for schedule(dynamic, 1)")                                                                 \
         for (int th = 0; th < T; th++) {                                                                          \
+        const unsigned csr = flush_denormals(); /* restored at the end of the chunk */                              \
         float *B = buf + (size_t)th * NV * Np;                                                                      \
         const __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);                \
         for (int i = R * th; i < Np; i += R * T) {                                                                   \
@@ -102,6 +105,7 @@ int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, con
                     B[(size_t)a * Np + ii] += hsum16(s[e][a]) + gii * u[(size_t)a * Np + ii];                       \
             }                                                                                                       \
         }                                                                                                           \
+        _mm_setcsr(csr);                                                                                            \
     }                                                                                                               \
     for (size_t k = 0; k < (size_t)NV * Np; k++) {                                                                  \
         float sum = 0.0f;                                                                                           \
@@ -126,6 +130,7 @@ int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, con
     memset(buf, 0, sizeof(float) * NV * (size_t)Np * T);                                                            \
     _Pragma("omp parallel for schedule(dynamic, 1)")                                                                 \
         for (int th = 0; th < T; th++) {                                                                          \
+        const unsigned csr = flush_denormals(); /* restored at the end of the chunk */                              \
         float *B = buf + (size_t)th * NV * Np;                                                                      \
         const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                              \
         for (int i = 2 * th; i < Np; i += 2 * T) {                                                                   \
@@ -185,6 +190,7 @@ int attnlab_sym_d##D(int Np, const float *q, const float *c, const float *x, con
                     B[(size_t)a * Np + ii] += hsum(e ? r[a] : s[a]) + gii * u[(size_t)a * Np + ii];                 \
             }                                                                                                       \
         }                                                                                                           \
+        _mm_setcsr(csr);                                                                                            \
     }                                                                                                               \
     for (size_t k = 0; k < (size_t)NV * Np; k++) {                                                                  \
         float sum = 0.0f;                                                                                           \

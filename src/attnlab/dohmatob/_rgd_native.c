@@ -15,9 +15,14 @@
    across L vectors (no horizontal reduction, no idle lane), and the gradient accumulates per lane (tiles of 4 rows
    x 3 coordinates over the L tokens of a block, the block's tokens still in cache). The float32 lane gradients are
    added into float64 lane accumulators every FLUSH blocks and summed over the lanes once per step. Each repeat runs
-   on one thread from start to end, so the result does not depend on the number of threads. */
+   on one thread from start to end, so the result does not depend on the number of threads. The float32 arithmetic
+   flushes denormals to zero (flush_denormals): the softmax weights of tokens far below the largest score reach
+   2^-125, and their products with the residual fall below 2^-126, where every operation on a denormal costs a
+   microcode assist (at Figure-2 settings 3.5x the time of the whole step); what is flushed is below 2^-126, under
+   the round-off of any sum it enters. */
 #include "../_simd.h"
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +279,7 @@ int attnlab_rgd(int R, int n, int L, int d, int K, const float *X, const float *
 #pragma omp parallel for schedule(dynamic, 1)
     for (int rep = 0; rep < R; rep++) {
         const int R2 = 2 * K;
+        const unsigned csr = flush_denormals(); /* restored below, before the thread leaves the repeat */
         scratch w;
         w.W32 = aligned_alloc(VBYTES, sizeof(float) * ((R2 * d + 31) / 16 * 16));
         w.S = aligned_alloc(VBYTES, sizeof(vf) * R2 * L);
@@ -324,6 +330,35 @@ int attnlab_rgd(int R, int n, int L, int d, int K, const float *X, const float *
         free(w.loss);
         free(grad);
         free(loss);
+        _mm_setcsr(csr);
     }
     return status;
+}
+
+/* The CPU's float32 multiply-add bound for this kernel: every thread of the OpenMP pool runs n_iter x 12 independent
+   vector FMAs at this build's width (12 chains cover the FMA latency of two ports); returns the floating-point
+   operations per second (2 per lane and FMA, wall time) and writes a sum to *sink so that nothing is optimised
+   away. */
+double attnlab_rgd_fma_flops(long n_iter, float *sink) {
+    double t0 = omp_get_wtime();
+    long total = 0;
+    float acc_all = 0.0f;
+#pragma omp parallel reduction(+ : total, acc_all)
+    {
+        vf a[12];
+        const vf b = vset1(0.9999f), c = vset1(1e-6f);
+        for (int i = 0; i < 12; i++) a[i] = vset1(0.001f * (float)i);
+        for (long k = 0; k < n_iter; k++) {
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) a[i] = vfmadd(a[i], b, c);
+        }
+        vf s = vzero();
+        for (int i = 0; i < 12; i++) s = vadd(s, a[i]);
+        float lanes[VL];
+        memcpy(lanes, &s, sizeof lanes);
+        acc_all += lanes[0];
+        total += n_iter * 12 * VL * 2;
+    }
+    *sink = acc_all;
+    return (double)total / (omp_get_wtime() - t0);
 }

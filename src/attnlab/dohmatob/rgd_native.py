@@ -30,9 +30,15 @@ The samples that pad n to a multiple of VL are zero tokens with label 0: sigma(0
 residual is exactly 0 and they add nothing. The iterates, the projection and the losses are float64. One repeat runs
 on one OpenMP thread from start to end, so the result does not depend on the thread count.
 
-Cost: the kernel does the 2 x n L x 2K x d multiply-adds of a step (scores and gradient of the K runs) at close to
-one vector FMA per cycle, and the token-major alternative (one sample's tokens per tile) would need horizontal sums
-of VL lanes and leave lanes idle in the softmax for most L; ``bench/softmax_rgd.py`` measures the preset with it.
+Denormals: the float32 arithmetic flushes results and operands below 2^-126 to zero, as XLA's CPU threads do (the
+thread's own setting is put back when its repeat ends). The softmax weights of the tokens far below a sample's largest
+score reach the exp2 floor 2^-125, and their products with the residual are denormal; each operation on a denormal
+costs a microcode assist, which made the whole Figure-2 step 3.5x slower on the data of the preset.
+
+Cost: the kernel does the 2 x n L x 2K x d multiply-adds of a step (scores and gradient of the K runs) at about 0.4
+of the core's peak of two vector FMAs per cycle (``bench/softmax_rgd.py`` measures the preset with it and reports
+the rate against the FMA bound, :func:`fma_flops_per_second`); the token-major alternative (one sample's tokens per
+tile) would need horizontal sums of VL lanes and leave lanes idle in the softmax for most L.
 
 Differences from the JAX float32 path are float32 round-off (the order of the sums and a polynomial exp2 with
 relative error below 2e-7), bounded in ``tests/dohmatob/test_rgd_native.py``: at Figure-2 shapes, after 40 steps, the
@@ -50,7 +56,7 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "LINK_CODES", "lanes", "tokens", "run"]
+__all__ = ["available", "unavailable_reason", "LINK_CODES", "lanes", "tokens", "run", "flops", "fma_flops_per_second"]
 
 LINK_CODES = {"linear": 0, "quadratic": 1, "relu": 2}
 
@@ -60,6 +66,8 @@ def _setup(lib):
     lib.attnlab_rgd.argtypes = [i, i, i, i, i, ptr, ptr, ptr, dbl, dbl, i, i, ptr, ptr, ptr]
     lib.attnlab_rgd.restype = ctypes.c_int
     lib.attnlab_rgd_lanes.argtypes, lib.attnlab_rgd_lanes.restype = [], ctypes.c_int
+    lib.attnlab_rgd_fma_flops.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_float)]
+    lib.attnlab_rgd_fma_flops.restype = ctypes.c_double
 
 
 _KERNEL = _build.Kernel(Path(__file__).with_name("_rgd_native.c"), _setup)
@@ -71,6 +79,21 @@ def lanes() -> int:
     """The samples per vector of this machine's build: 16 (AVX-512F) or 8 (AVX2). The two group the float32 partial
     sums of the gradient differently, so the width is part of the implementation a run records."""
     return int(_KERNEL.require().attnlab_rgd_lanes())
+
+
+def flops(n: int, L: int, d: int, K: int) -> int:
+    """Floating-point operations of the two token products of one step of K runs (what the FMA bound measures):
+    ``2 (scores and gradient) x 2 (multiply and add) x n L x 2K x d``."""
+    return 4 * n * L * 2 * K * d
+
+
+def fma_flops_per_second(n_iter: int = 10_000_000) -> float:
+    """The CPU's float32 multiply-add bound at the kernel's vector width and thread count: floating-point operations
+    per second of a tight loop of independent vector FMAs on every OpenMP thread (the bound of
+    ``bench/softmax_rgd.py``)."""
+    lib = _KERNEL.require()
+    sink = ctypes.c_float()
+    return float(lib.attnlab_rgd_fma_flops(int(n_iter), ctypes.byref(sink)))
 
 
 def tokens(X) -> np.ndarray:
