@@ -1,0 +1,56 @@
+"""tools/bench_table.py: the benchmark and targets tables of docs/speed.md are what the saved results say."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def bench_table():
+    spec = importlib.util.spec_from_file_location("bench_table", ROOT / "tools" / "bench_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _save(folder: Path, script: str, result: dict, device=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"cpu": {"model": "Test CPU", "vector_extensions": ["avx2"], "cores": 4}, "result": result}
+    if device:
+        record["device"] = device
+    (folder / f"{script}.json").write_text(json.dumps(record))
+
+
+def test_targets_met_missed_and_unevaluated(bench_table, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_table, "RESULTS", tmp_path)
+    _save(tmp_path / "cpu", "softmax_rgd", {"ratio_vs_reference": 25.0, "total_preset_s": 75.0})
+    _save(tmp_path / "cpu", "replica", {"ratio_vs_reference": 12.0, "converged_fraction_ours": 0.9})
+    _save(tmp_path / "cpu", "particles", {"gpairs_per_s_n10000": 3.0})  # the target's value not recorded
+    _save(tmp_path / "gpu", "softmax_rgd", {"ratio_vs_reference": 1.0}, device="Some GPU")  # not a CPU result
+    rows = {line.split(" | ")[0].strip("| "): line for line in bench_table.targets_table().splitlines()[2:]}
+    assert rows["RGD >= 20x the plain reference"].endswith("| yes |")
+    assert "| no: " in rows["`dohmatob-rgd` preset <= 60 s"]  # 75 s against at most 60
+    assert "| no: " in rows["replica curve >= 10x, every point converged"]  # the ratio is met, convergence is not
+    assert rows["particle kernel >= 0.75 of the measured exp bound"].endswith("| cannot be evaluated |")
+    assert not any("Some GPU" in row for row in rows.values())
+    assert len(rows) == 4  # targets without any saved result have no row
+
+
+def test_marion_manifold_miss_gives_the_profile(bench_table, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_table, "RESULTS", tmp_path)
+    profile = {"pgd_s": 0.2, "tracing_and_compilation_s": 2.0, "monte_carlo_checks_s": 1.5,
+               "cross_check_full_vector_pgd_s": 0.5, "figures_s": 1.0}
+    _save(tmp_path / "cpu", "slr_pgd", {"manifold_preset_over_official_speed_reference": 0.5,
+                                        "official_speed_reference_manifold_s": 2.5, "manifold_profile_s": profile})
+    row = next(r for r in bench_table.targets_table().splitlines() if "marion-manifold" in r)
+    assert "no: 10x needs the whole preset in 0.25 s" in row and "2.00 s (0.8x the reference's run)" in row
+
+
+def test_docs_tables_are_regenerated_from_the_saved_results(bench_table):
+    """docs/speed.md holds exactly what `python tools/bench_table.py` writes from bench/results/."""
+    doc = bench_table.DOC.read_text()
+    assert bench_table.rewrite_doc(bench_table.table(sorted(bench_table.BENCH.glob("*.py")))) == doc
