@@ -1,4 +1,4 @@
-"""Benchmark of one step of the particle model (d = 3, SA, beta = 30): the blocked kernels against dense attention.
+"""Benchmark of one step of the particle model (d = 3, SA, beta = 30): the blocked kernels against dense attention and PyTorch's SDPA.
 
 Reports pair interactions per second (N^2 / wall time of one Euler step, after compilation; best of 10-15 repeats
 at N = 1e4, of 2 at 5e4)
@@ -13,6 +13,12 @@ c times that), and the JSON records the 1-minute load average before and after. 
 ``ratio_vs_dense``, ``gpairs_per_s_n10000``, ``peak_rss_gb_n100000``, the C kernel's vector width, the CPU's exponential
 throughput bound (a tight loop of the kernel's own vector exp2 on every thread, ``exp2_bound_g_per_s``) and the pair
 rate over that bound (``pair_rate_over_exp_bound``).
+
+Where PyTorch is installed (``pip install torch``; not a dependency of attnlab), the paper's own computation runs
+beside it in the same process: Bruno et al.'s step with ``torch.nn.functional.scaled_dot_product_attention`` on the
+same float32 tokens, PyTorch's dispatch, unpadded and zero-padded to head dimension 8 (the faster one counts),
+alternating with attnlab's float32 step, best of the same number of repeats at N = 1e4 and 5e4
+(``ratio_vs_sdpa_n10000``, ``ratio_vs_sdpa_n50000``); without PyTorch these read "not measured".
 
 Usage: .venv/bin/python bench/particles.py [--quick]   (numbers are indicative on a shared machine)
 """
@@ -67,6 +73,50 @@ def time_step(n, kind, dtype, repeats=10, **blocks):
     return best, n * n / best / 1e9, n * n / best_cpu / 1e9
 
 
+def sdpa_step(n, pad: int):
+    """Bruno et al.'s step in PyTorch on attnlab's float32 tokens: ``x + dt SDPA(x, x, x, scale=beta)``, projected
+    back onto the sphere; ``pad`` zero-pads the head dimension (0: unpadded)."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.from_numpy(np.asarray(uniform_sphere(jax.random.key(0), n, 3), np.float32))
+
+    def step():
+        with torch.no_grad():
+            q = x[None, None] if not pad else F.pad(x[None, None], (0, pad - 3))
+            a = F.scaled_dot_product_attention(q, q, q, scale=BETA)[0, 0, :, :3]
+            y = x + 0.01 * a
+            return y / torch.linalg.norm(y, dim=1, keepdim=True)
+
+    return step
+
+
+def alternate_with_sdpa(n, repeats):
+    """attnlab's float32 step and the SDPA step (unpadded and padded to 8), one after the other ``repeats`` times
+    in this process; the best wall time of each, and the pair rates (10^9 pairs/s)."""
+    ours = _step_fn("blocked", jnp.float32)
+    x = uniform_sphere(jax.random.key(0), n, 3)
+    ours(x).block_until_ready()
+    theirs = {f"pad{pad}" if pad else "d3": sdpa_step(n, pad) for pad in (0, 8)}
+    for f in theirs.values():
+        f()
+    best = dict.fromkeys(["attnlab", *theirs], float("inf"))
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        ours(x).block_until_ready()
+        best["attnlab"] = min(best["attnlab"], time.perf_counter() - t0)
+        for name, f in theirs.items():
+            t0 = time.perf_counter()
+            f()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    rates = {name: n * n / t / 1e9 for name, t in best.items()}
+    # the same step: the largest coordinate difference of the two new token sets (float32 round-off, ~1e-7)
+    mine = jax.device_get(ours(x))
+    rates["max_abs_diff"] = max(float(abs(f().numpy() - mine).max()) for f in theirs.values())
+    return rates
+
+
 def peak_rss_gb(n):
     code = (f"import resource, jax, jax.numpy as jnp, sys; sys.path.insert(0, 'bench'); import particles as b; "
             f"t, r, c = b.time_step({n}, 'blocked', jnp.float32, repeats=1); "
@@ -98,12 +148,32 @@ def main(quick=False):
     if exp_bound is not None:
         print(f"exp2 throughput bound: {exp_bound:.3f} G/s ({native.vector_bits()}-bit vectors); the kernel's pair "
               f"rate is {results['blocked_float32_n10000'] / exp_bound:.2f} of it", flush=True)
+    sdpa = {}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count())
+        for n, reps in ([(10_000, 10)] if quick else [(10_000, 10), (50_000, 2)]):
+            rates = alternate_with_sdpa(n, reps)
+            best = max(("d3", "pad8"), key=rates.get)
+            sdpa[n] = {"attnlab": rates["attnlab"], "sdpa": rates[best], "sdpa_form": best,
+                       "sdpa_d3": rates["d3"], "sdpa_pad8": rates["pad8"], "max_abs_diff": rates["max_abs_diff"]}
+            print(f"SDPA (PyTorch {torch.__version__}, {torch.get_num_threads()} threads) N={n}: unpadded "
+                  f"{rates['d3']:.3f}, padded to 8 {rates['pad8']:.3f} Gpairs/s; attnlab alternating with it "
+                  f"{rates['attnlab']:.3f}: {rates['attnlab'] / rates[best]:.2f}x (new tokens differ by at most "
+                  f"{rates['max_abs_diff']:.1e})", flush=True)
     rss, t = peak_rss_gb(20_000 if quick else 100_000)
     print(f"peak RSS of a float32 step at N={20_000 if quick else 100_000}: {rss:.2f} GB ({t:.1f} s/step)")
     summary = {
         "ratio_vs_dense": results["blocked_float32_n10000"] / results["dense_float32_n10000"],
         "gpairs_per_s_n10000": results["blocked_float32_n10000"],
         "peak_rss_gb_n100000": None if quick else rss,
+        **{f"ratio_vs_sdpa_n{n}": (v["attnlab"] / v["sdpa"] if sdpa else "not measured: PyTorch is not installed")
+           for n, v in (sdpa.items() if sdpa else [(10_000, None), (50_000, None)])},
+        "sdpa": {str(n): v for n, v in sdpa.items()} or None,
+        "torch": None if torch is None else torch.__version__,
         **{k: round(v, 4) for k, v in results.items()},
         "native_kernel": native.available() or native.unavailable_reason(),
         "native_vector_bits": native.vector_bits(),
