@@ -1,4 +1,6 @@
-"""Benchmark of one step of the particle model (d = 3, SA, beta = 30): the blocked kernels against dense attention and PyTorch's SDPA.
+"""Benchmark of one step of the particle model (d = 3, SA, beta = 30): the blocked kernels, dense attention, SDPA.
+
+The references: dense JAX attention (the N x N softmax) and, where PyTorch is installed, its SDPA (the paper's method).
 
 Reports pair interactions per second (N^2 / wall time of one Euler step, after compilation; best of 10-15 repeats
 at N = 1e4, of 2 at 5e4)
