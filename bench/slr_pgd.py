@@ -1,39 +1,35 @@
-"""Benchmark: the five full Marion presets against a reference PGD written the plain way.
+"""Benchmark: the five full Marion presets against the official code's computation at least at its speed.
 
-The reference runs one repeat at a time, a Python loop over steps calling a jitted full-vector PGD step whose
-zeta is an adaptive quadrature (scipy.integrate.quad through ``jax.pure_callback``, with the closed-form
-t-derivative as its JVP, as in the official code once its swapped primal is fixed), and logs the risk through the
-same quadrature. It runs a slice of the schedule config (compiled once, warmed up, the median of 3 timings); the
-throughput ratio compares repeat-steps per second of PGD on that config: ours is the ``marion-sphere-schedule``
-preset's own PGD call (compilation or cache load included), timed apart from its risk evaluations and checks.
-``total_full_presets_s`` is the wall time of the five full presets, everything included.
-
-A second reference does the official code's computation at least at its speed (written independently: the
+The reference does the official code's computation at least at its speed (written independently: the
 d-dimensional PGD on the closed-form risk as one compiled ``lax.scan`` over steps in float32, zeta by a fixed
-64-point Gauss-Legendre quadrature): the whole ``marion-manifold`` configuration through it, compilation included,
-against the whole preset (``manifold_preset_over_official_speed_reference``, the gain a user sees), and against the
-preset's own PGD of all repeats (``manifold_pgd_over_official_speed_reference``). ``manifold_profile_s`` says where
-the preset's time goes (:func:`manifold_profile`): the PGD, the cross-check, the Monte Carlo checks, the rest, the
-tracing and compilation of a first run in the process, the figures.
+64-point Gauss-Legendre quadrature, the risk logged every ``log_every`` steps; the official code runs a Python loop
+over a jitted step with zeta by adaptive quadrature, which is slower). Two comparisons:
 
-Last line: one JSON object with ``ratio_vs_reference``, ``total_full_presets_s`` and the whole-configuration times.
+* throughput (``ratio_vs_reference``): repeat-steps per second of PGD on the ``marion-sphere-schedule``
+  configuration, ours the preset's own PGD call (compilation or cache load included), timed apart from its risk
+  evaluations and checks, the reference compiled and warmed up (the median of 3 timings of 5 repeats);
+* the whole ``marion-manifold`` configuration through the reference, compilation included, against the whole preset
+  (``manifold_preset_over_official_speed_reference``, the gain a user sees) and against the preset's own PGD of all
+  repeats (``manifold_pgd_over_official_speed_reference``). ``manifold_profile_s`` says where the preset's time goes
+  (:func:`manifold_profile`): the PGD, the cross-check, the Monte Carlo checks, the rest, the tracing and
+  compilation of a first run in the process, the figures.
 
-    .venv/bin/python bench/slr_pgd.py [--reference-steps 1500]
+``total_full_presets_s`` is the wall time of the five full presets, everything included. Last line: one JSON object
+with these figures.
+
+    .venv/bin/python bench/slr_pgd.py
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.integrate as si
-import scipy.special as sp
 
 import attnlab  # noqa: F401
 from attnlab import runtime
@@ -45,38 +41,6 @@ from attnlab.slr.overlaps import overlaps
 
 runtime.configure()  # this script is its own process: attnlab's XLA flags and compile cache,
 jax.config.update("jax_enable_x64", True)  # and float64 throughout, as the presets run (attnlab.api does it per run)
-
-
-def _zeta_quad_np(t, s):
-    """zeta(t, s) = 1 + int_{-inf}^t zeta'(u, s) du by adaptive quadrature (the official code's definition)."""
-    t, s = float(t), float(s)
-    der = lambda u: (2 / math.sqrt(1 + 2 * s * s) * sp.erf(u / math.sqrt((1 + 4 * s * s) * (1 + 2 * s * s)))
-                     * 2 / math.sqrt(math.pi) * math.exp(-u * u / (1 + 2 * s * s)))
-    return np.float64(1.0 + si.quad(der, -np.inf, t, epsabs=1e-12, epsrel=1e-12, limit=200)[0])
-
-
-@jax.custom_jvp
-def zeta_quad(t, s):
-    return jax.pure_callback(_zeta_quad_np, jax.ShapeDtypeStruct((), jnp.float64), t, s)
-
-
-@zeta_quad.defjvp
-def _zeta_quad_jvp(primals, tangents):
-    t, s = primals
-    dt, _ = tangents  # s = lambda * gamma carries no tangent in PGD
-    der = 2 / jnp.sqrt(1 + 2 * s**2) * jax.scipy.special.erf(t / jnp.sqrt((1 + 4 * s**2) * (1 + 2 * s**2))) * (
-        2 / jnp.sqrt(jnp.pi) * jnp.exp(-(t**2) / (1 + 2 * s**2)))
-    return zeta_quad(t, s), der * dt
-
-
-def reference_risk_R(o, lam, gamma, d, L):
-    """The same closed form with zeta by quadrature."""
-    saved = closed.zeta
-    closed.zeta = zeta_quad
-    try:
-        return closed.risk_R(o, lam, gamma, d, L)
-    finally:
-        closed.zeta = saved
 
 
 # Gauss-Legendre nodes and weights on [-1, 1] for the fixed quadrature of the official-speed reference
@@ -132,33 +96,6 @@ def _official_scan(k, v, ks, vs, lam0, schedule, step_size, gamma, d, L, n_logs,
 
     (k, v), risks = jax.lax.scan(segment, (k, v), jnp.arange(n_logs, dtype=jnp.float32) * log_every)
     return k, v, risks
-
-
-def _ref_step(k, v, ks, vs, lam, step_size, gamma, d, L):
-    R = lambda k, v: reference_risk_R(overlaps(k, v, ks, vs), lam, gamma, d, L)  # noqa: E731
-    gk, gv = jax.grad(R, argnums=(0, 1))(k, v)
-    k = k - step_size * (gk - (k @ gk) * k)
-    v = v - step_size * (gv - (v @ gv) * v)
-    return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
-
-
-# compiled once per (gamma, d, L); the teacher, lambda and the step size are arguments. (The program holds a
-# pure_callback, which JAX's persistent cache never stores: a jit built per call recompiles every time.)
-ref_step = jax.jit(_ref_step, static_argnames=("gamma", "d", "L"))
-_ref_risk = jax.jit(lambda o, lam, gamma, d, L: reference_risk_R(o, lam, gamma, d, L),
-                    static_argnames=("gamma", "d", "L"))
-
-
-def reference_pgd(k, v, ks, vs, lam0, schedule, step_size, gamma, d, L, n_steps, log_every):
-    """One repeat: a Python loop over the jitted step, the risk logged every ``log_every`` steps."""
-    log = []
-    for t in range(n_steps):
-        lam = lam0 / (1.0 + SCHEDULE_RATE * t) if schedule else lam0  # lambda_at, in plain Python
-        if t % log_every == 0:
-            log.append(float(_ref_risk(overlaps(k, v, ks, vs), lam, gamma, d, L)) + (L - 1) * _zeta_quad_np(0.0, lam))
-        k, v = ref_step(k, v, ks, vs, lam, step_size, gamma, d, L)
-    jax.block_until_ready(k)
-    return k, v, log
 
 
 FIVE = ("marion-manifold", "marion-sphere-small-lambda", "marion-sphere-large-lambda", "marion-sphere-schedule",
@@ -219,9 +156,7 @@ def manifold_profile(preset, module, first_run_s: float) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reference-steps", type=int, default=1500)
-    ap.add_argument("--reference-repeats", type=int, default=2)
-    args = ap.parse_args()
+    ap.parse_args()
 
     presets = all_presets()
     import attnlab.marion.presets as marion
@@ -254,27 +189,31 @@ def main():
     cfg = resolve_config("marion-sphere-schedule")
     ours = cfg.n_repeats * cfg.n_steps / pgd_s[0]  # compile (or cache load) included
 
+    ref_repeats = min(5, cfg.n_repeats)  # repeat-steps per second: a few repeats tell, one after the other
+
     def reference_run():
-        for r in range(args.reference_repeats):
+        for r in range(ref_repeats):
             kt, ki = jax.random.split(jax.random.fold_in(jax.random.key(0), r))
             ks, vs = sample_teacher(kt, cfg.d)
             k, v = init_sphere(ki, cfg.d)
-            reference_pgd(k, v, ks, vs, cfg.lambda0, cfg.lambda_schedule, cfg.step_size, cfg.gamma, cfg.d, cfg.L,
-                          args.reference_steps, cfg.log_every)
+            jax.block_until_ready(official_speed_pgd(k, v, ks, vs, cfg.lambda0, cfg.lambda_schedule, cfg.step_size,
+                                                     cfg.gamma, cfg.d, cfg.L, cfg.n_steps, cfg.log_every))
 
-    ks, vs = sample_teacher(jax.random.key(1), cfg.d)  # warm-up: compile the step and the logged risk
-    reference_pgd(*init_sphere(jax.random.key(2), cfg.d), ks, vs, cfg.lambda0, cfg.lambda_schedule, cfg.step_size,
-                  cfg.gamma, cfg.d, cfg.L, 2, 1)
+    # the reference's zeta against attnlab's (Owen's T), where the PGD evaluates it
+    ts, ss = np.linspace(-6.0, 6.0, 25), (0.05, 0.5, 2.0, 10.0)
+    zeta_gap = max(abs(float(zeta_fixed(jnp.float64(t), s)) - float(closed.zeta(t, s))) for t in ts for s in ss)
+    print(f"reference zeta (64-point Gauss-Legendre) against attnlab's: largest gap {zeta_gap:.1e}")
+    reference_run()  # warm-up: compile the scan
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
         reference_run()
         times.append(time.perf_counter() - t0)
     ref_time = float(np.median(times))
-    ref = args.reference_repeats * args.reference_steps / ref_time
-    print(f"reference: {args.reference_repeats} x {args.reference_steps} steps in {ref_time:.1f} s (median of 3; "
-          f"{ref:.0f} repeat-steps/s); attnlab marion-sphere-schedule PGD: {cfg.n_repeats} x {cfg.n_steps} steps in "
-          f"{pgd_s[0]:.2f} s ({ours:.0f} repeat-steps/s)")
+    ref = ref_repeats * cfg.n_steps / ref_time
+    print(f"official-speed reference: {ref_repeats} x {cfg.n_steps} steps in {ref_time:.2f} s (median of 3; "
+          f"{ref:.0f} repeat-steps/s); attnlab marion-sphere-schedule PGD: {cfg.n_repeats} x {cfg.n_steps} steps "
+          f"in {pgd_s[0]:.2f} s ({ours:.0f} repeat-steps/s)")
     # the whole marion-manifold configuration at the official code's speed or better (one compiled scan per repeat,
     # float32, fixed quadrature; compilation included, as the preset's time includes its own)
     mcfg = resolve_config("marion-manifold")
@@ -295,7 +234,8 @@ def main():
                       "manifold_pgd_over_official_speed_reference": official_s / profile["pgd_s"],
                       "manifold_profile_s": profile,
                       "per_preset_s": per_preset, "attnlab_repeat_steps_per_s": ours,
-                      "reference_repeat_steps_per_s": ref, "reference_times_s": times}))
+                      "reference_repeat_steps_per_s": ref, "reference_times_s": times,
+                      "reference_zeta_largest_gap": zeta_gap}))
 
 
 if __name__ == "__main__":
