@@ -13,7 +13,7 @@
    bits of the polynomial (valid for -125 <= t < 128; t is clamped below at -125, so a term below 2^-125 becomes at
    most 2^-125 * 1.42, and the caller guarantees t <= 64 or so). Padded tokens have u = 0 and c = 1e30.
    Denormals are flushed to zero in the chunks' arithmetic (flush_denormals): at large beta most pairs' terms g_ij u_j
-   fall below 2^-126, and each operation on a denormal costs a microcode assist (beta = 1000 on S^2: 3x the time). */
+   fall below 2^-126, and each operation on a denormal costs a microcode assist (several times the kernel's time). */
 #include "../_simd.h"
 #include <omp.h>
 #include <stdlib.h>

@@ -18,8 +18,8 @@
    on one thread from start to end, so the result does not depend on the number of threads. The float32 arithmetic
    flushes denormals to zero (flush_denormals): the softmax weights of tokens far below the largest score reach
    2^-125, and their products with the residual fall below 2^-126, where every operation on a denormal costs a
-   microcode assist (at Figure-2 settings 3.5x the time of the whole step); what is flushed is below 2^-126, under
-   the round-off of any sum it enters. */
+   microcode assist (on the preset's data, several times the time of the whole step); what is flushed is below
+   2^-126, under the round-off of any sum it enters. */
 #include "../_simd.h"
 #include <math.h>
 #include <omp.h>

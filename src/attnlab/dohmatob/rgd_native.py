@@ -33,7 +33,8 @@ on one OpenMP thread from start to end, so the result does not depend on the thr
 Denormals: the float32 arithmetic flushes results and operands below 2^-126 to zero, as XLA's CPU threads do (the
 thread's own setting is put back when its repeat ends). The softmax weights of the tokens far below a sample's largest
 score reach the exp2 floor 2^-125, and their products with the residual are denormal; each operation on a denormal
-costs a microcode assist, which made the whole Figure-2 step 3.5x slower on the data of the preset.
+costs a microcode assist of about a hundred cycles, and on the preset's data enough of them occur to make the whole
+step several times slower.
 
 Cost: the kernel does the 2 x n L x 2K x d multiply-adds of a step (scores and gradient of the K runs) at about 0.4
 of the core's peak of two vector FMAs per cycle (``bench/softmax_rgd.py`` measures the preset with it and reports
