@@ -184,7 +184,7 @@ def native_kernels() -> dict:
     out = {"jax_backend": jax.default_backend()}
     for name, mod, build in (("bruno_attention", bruno, lambda: f"native, {bruno.vector_bits()}-bit vectors"),
                              ("dohmatob_rgd", rgd_native, lambda: f"native, {rgd_native.lanes()} float32 lanes"),
-                             ("sakai_sampler", sakai, lambda: "native")):
+                             ("sakai_sampler", sakai, lambda: "native, 256-bit vectors (AVX2; no wider variant)")):
         out[name] = build() if mod.available() else f"jax ({mod.unavailable_reason()})"
     return out
 
