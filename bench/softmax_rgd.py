@@ -6,7 +6,8 @@ Throughput is in run-steps per second (one RGD step of one (repeat, link, start)
 ``--ref-steps`` steps of one run per link and extrapolated. Prints, as its last line, a JSON object with
 ``ratio_vs_reference`` (preset RGD throughput / reference throughput) and ``total_preset_s`` (the whole preset:
 simulation, theory, checks' inputs), and the token products' floating-point rate against the CPU's FMA bound
-(``fraction_of_fma_bound``; the bound: the C kernel's own loop of independent vector FMAs on every thread). Numbers are
+(``fraction_of_fma_bound``; the bound: the C kernel's own loop of independent vector FMAs on every thread), and the C
+kernel against XLA's float32 program on the preset's own inputs, alternating (``native_over_jax``). Numbers are
 indicative on a shared machine.
 
 Usage: ``python bench/softmax_rgd.py [--quick] [--ref-steps 200] [--token-dtype float64]``; compile time is counted
@@ -55,6 +56,26 @@ def reference_throughput(cfg, n_steps: int, trials: int = 3) -> float:
     return len(cfg.links) * n_steps / float(np.median(totals))
 
 
+def implementation_rates(args, kwargs, n_steps: int = 400, rounds: int = 2) -> dict:
+    """Run-steps per second of the C kernel and of XLA's program (``implementation="jax"``) with the preset's token
+    dtype, on the preset's own RGD inputs (every repeat, link and start), ``n_steps`` steps, compiled beforehand,
+    alternating for ``rounds`` rounds, the best of each: whether the kernel still earns its place over XLA."""
+    u0, v0, X, Y, lam, step_size = args[:6]
+    links = args[8]
+    runs = u0.shape[0] * u0.shape[1] * n_steps
+    best = {}
+    for impl in ("jax", "native"):
+        kw = {"token_dtype": kwargs.get("token_dtype"), "implementation": impl, "n_segments": 1}
+        empirical.run_rgd(u0, v0, X, Y, lam, step_size, 10, 10, links, **kw)  # compile
+    for _ in range(rounds):
+        for impl in ("jax", "native"):
+            kw = {"token_dtype": kwargs.get("token_dtype"), "implementation": impl, "n_segments": 1}
+            t = time.perf_counter()
+            jax.block_until_ready(empirical.run_rgd(u0, v0, X, Y, lam, step_size, n_steps, n_steps // 4, links, **kw))
+            best[impl] = max(best.get(impl, 0.0), runs / (time.perf_counter() - t))
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -68,11 +89,12 @@ def main():
     cfg = resolve_config(p, quick=args.quick, overrides=overrides)
 
     # time the RGD part of the preset separately by wrapping run_rgd
-    rgd_s = []
+    rgd_s, inputs = [], {}
     orig = empirical.run_rgd
 
     def timed(*a, **k):
         jax.block_until_ready(a)  # the data sampling dispatched before RGD is not RGD time
+        inputs["args"], inputs["kwargs"] = a, k
         t = time.perf_counter()
         out = jax.block_until_ready(orig(*a, **k))
         rgd_s.append(time.perf_counter() - t)
@@ -89,12 +111,16 @@ def main():
     run_steps = cfg.n_repeats * len(cfg.links) * 2 * cfg.n_steps
     preset_tp = run_steps / rgd_s[0]
     ref_tp = reference_throughput(cfg, args.ref_steps)
+    impl_rates = implementation_rates(inputs["args"], inputs["kwargs"]) if rgd_native.available() else {}
     # the token products' rate against the CPU's FMA bound (the kernel's own loop of vector FMAs, every thread)
     flop_rate = cfg.n_repeats * cfg.n_steps * rgd_native.flops(cfg.n_train, cfg.L, cfg.d, 2 * len(cfg.links)) / rgd_s[0]
     fma_bound = rgd_native.fma_flops_per_second() if rgd_native.available() else None
     print(f"preset: {run_steps} run-steps in {rgd_s[0]:.1f} s (RGD incl. compile) -> {preset_tp:.0f} run-steps/s; "
           f"whole preset {total:.1f} s")
     print(f"reference: {ref_tp:.0f} run-steps/s (one run, Python loop over jitted steps, {args.ref_steps} steps/link)")
+    if impl_rates:
+        print(f"on the preset's data, alternating: the C kernel {impl_rates['native']:.0f} run-steps/s, XLA's float32 "
+              f"program (implementation=jax) {impl_rates['jax']:.0f}: {impl_rates['native'] / impl_rates['jax']:.1f}x")
     if fma_bound:
         print(f"token products: {flop_rate / 1e9:.1f} GFLOP/s, {flop_rate / fma_bound:.2f} of the FMA bound "
               f"{fma_bound / 1e9:.1f} GFLOP/s (all threads)")
@@ -104,6 +130,8 @@ def main():
                       "total_preset_cpu_s": total_cpu, "rgd_flops_per_s": flop_rate,
                       "fma_bound_flops_per_s": fma_bound,
                       "fraction_of_fma_bound": flop_rate / fma_bound if fma_bound else None,
+                      "native_run_steps_per_s": impl_rates.get("native"), "jax_run_steps_per_s": impl_rates.get("jax"),
+                      "native_over_jax": impl_rates["native"] / impl_rates["jax"] if impl_rates else None,
                       "token_dtype": cfg.token_dtype, "quick": args.quick,
                       "native_kernel": rgd_native.available() or rgd_native.unavailable_reason(),
                       "native_lanes": rgd_native.lanes() if rgd_native.available() else None,
