@@ -63,16 +63,18 @@ def implementation_rates(args, kwargs, n_steps: int = 400, rounds: int = 2) -> d
     u0, v0, X, Y, lam, step_size = args[:6]
     links = args[8]
     runs = u0.shape[0] * u0.shape[1] * n_steps
-    best = {}
-    for impl in ("jax", "native"):
-        kw = {"token_dtype": kwargs.get("token_dtype"), "implementation": impl, "n_segments": 1}
-        empirical.run_rgd(u0, v0, X, Y, lam, step_size, 10, 10, links, **kw)  # compile
+    def steps(impl, n, log_every):
+        return jax.block_until_ready(empirical.run_rgd(u0, v0, X, Y, lam, step_size, n, log_every, links, n_segments=1,
+                                                       token_dtype=kwargs.get("token_dtype"), implementation=impl))
+
+    best = dict.fromkeys(("jax", "native"), 0.0)
+    for impl in best:
+        steps(impl, 10, 10)  # compile
     for _ in range(rounds):
-        for impl in ("jax", "native"):
-            kw = {"token_dtype": kwargs.get("token_dtype"), "implementation": impl, "n_segments": 1}
+        for impl in best:
             t = time.perf_counter()
-            jax.block_until_ready(empirical.run_rgd(u0, v0, X, Y, lam, step_size, n_steps, n_steps // 4, links, **kw))
-            best[impl] = max(best.get(impl, 0.0), runs / (time.perf_counter() - t))
+            steps(impl, n_steps, n_steps // 4)
+            best[impl] = max(best[impl], runs / (time.perf_counter() - t))
     return best
 
 
@@ -108,12 +110,13 @@ def main():
     p.summarize(ds, cfg)
     total, total_cpu = time.perf_counter() - t, time.process_time() - cpu
     mod.run_rgd = orig
-    run_steps = cfg.n_repeats * len(cfg.links) * 2 * cfg.n_steps
+    runs = len(cfg.links) * len(mod.STARTS)  # per repeat: every link from every start
+    run_steps = cfg.n_repeats * runs * cfg.n_steps
     preset_tp = run_steps / rgd_s[0]
     ref_tp = reference_throughput(cfg, args.ref_steps)
     impl_rates = implementation_rates(inputs["args"], inputs["kwargs"]) if rgd_native.available() else {}
     # the token products' rate against the CPU's FMA bound (the kernel's own loop of vector FMAs, every thread)
-    flop_rate = cfg.n_repeats * cfg.n_steps * rgd_native.flops(cfg.n_train, cfg.L, cfg.d, 2 * len(cfg.links)) / rgd_s[0]
+    flop_rate = cfg.n_repeats * cfg.n_steps * rgd_native.flops(cfg.n_train, cfg.L, cfg.d, runs) / rgd_s[0]
     fma_bound = rgd_native.fma_flops_per_second() if rgd_native.available() else None
     print(f"preset: {run_steps} run-steps in {rgd_s[0]:.1f} s (RGD incl. compile) -> {preset_tp:.0f} run-steps/s; "
           f"whole preset {total:.1f} s")

@@ -8,7 +8,7 @@ with Z_i = sum_j exp(s_ij) (SA, softmax, the sum includes j = i) or Z_i = N (USA
 Geshkovski et al.; Bruno et al. Remark 3.10). The SA drift of the particle model is P_{x_i} A_i.
 
 Every kernel works on blocks of ``block_q`` queries times ``block_k`` keys (the block sizes are balanced, e.g.
-N = 10^4 with the defaults 1024 x 2048 gives 10 x 5 blocks of 1000 x 2000, so padding never costs more than one row
+N = 10^4 with the CPU defaults 1024 x 2048 gives 10 x 5 blocks of 1000 x 2000, so padding never costs more than one row
 per block), keeps a shift m_i per query and accumulates l_i = sum_j exp(s_ij - m_i) and a_i = sum_j exp(s_ij - m_i)
 V x_j; l_i rides along as a column of ones appended to V x_j, so one matrix product per block gives both. Then SA:
 A_i = a_i / l_i, USA: A_i = exp(m_i) a_i / N (which can overflow for large beta, as the USA model itself does; see
@@ -33,16 +33,16 @@ GPU and is vmapped over independent runs. Two ways to choose m_i:
   with ``online`` (a ``lax.cond``; under ``vmap`` a custom batching rule keeps the condition unbatched, so a batch of
   runs redoes the batch only when one of them needs it, instead of computing both kernels every time).
 * ``method="native"``: the C kernel below, or a one-line ValueError where it does not apply.
-On a GPU every query goes in one block (:func:`default_blocks`) and, in float32, the shift kernel's sums are one
-Pallas kernel that keeps every score in registers (:mod:`attnlab.bruno.attention_gpu`; the forms: :data:`FORMS`);
-matrix products are taken at full float32 precision (a GPU's default for float32 is TF32).
-
 * ``method="auto"`` (the default): in float32 on CPU with 2 <= d <= 8, the C kernel of
   :mod:`attnlab.bruno.native` (one exponential per unordered pair, valid when S = Q^T K is symmetric), used when
   S is symmetric (to 1e-6 relative) and the scores cannot overflow (S positive semi-definite, or the Cauchy-Schwarz
   bound), and kept when its result is finite with every l_i >= 2^-60; otherwise, and everywhere else (float64, GPU,
   no C compiler, ``ATTNLAB_NATIVE=0``), ``jax``. The fallback is decided for a whole vmapped batch at once, as above.
   Derivatives (JVP) always go through the JAX kernels.
+
+On a GPU every query goes in one block (:func:`default_blocks`) and, in float32, the shift kernel's sums are one
+Pallas kernel that keeps every score in registers (:mod:`attnlab.bruno.attention_gpu`; the forms: :data:`FORMS`);
+matrix products are taken at full float32 precision (a GPU's default for float32 is TF32).
 
 In float32 the shift kernel computes 2^t with a degree-5 polynomial on the reduced argument (t = n + f, n = round(t),
 |f| <= 1/2, 2^t = p(f) * 2^n with 2^n assembled from its exponent bits; p is a minimax fit to 2^f in relative error,
