@@ -9,6 +9,7 @@ persistent compilation cache), as the command line does. With ``out`` it is writ
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from attnlab import registry, runtime
 from attnlab.config import ExperimentConfig
+from attnlab.errors import AttnlabError
 
 __all__ = ["Run", "run", "presets", "execute", "implementations", "finding", "json_safe"]
 
@@ -107,9 +109,29 @@ def run(preset: str, *, quick: bool = False, seed: int = 0, out: str | Path | No
     ``quick`` uses the preset's quick sizes, ``seed`` the root key ``jax.random.key(seed)``; any other keyword
     overrides a config field (``attnlab.run("marion-sgd", quick=True, n_repeats=4)``). With ``out``, the run is
     also written to that directory (``config.json``, ``data.zarr``, ``summary.json``, figures), or a finished
-    identical run there is reused; ``force`` replaces a finished run of another config there.
+    identical run there is reused; ``force`` replaces a finished run of another config there (the files attnlab
+    wrote; any other file is kept).
+
+    The arguments are validated as the command line validates them (one-line
+    :class:`~attnlab.errors.AttnlabError`: an unknown preset or key, a value out of range, a seed
+    outside ``0..2**63-1``). The process is left as it was: the settings the run needs (XLA flags, equinox's error
+    mode, JAX's compilation cache) hold only during the call (:func:`attnlab.runtime.configured`).
     """
-    runtime.configure()  # before the preset's modules import equinox (EQX_ON_ERROR)
+    from attnlab.config import check_seed
+
+    if not isinstance(preset, str):
+        raise AttnlabError(f"invalid preset {preset!r}: a preset name is a string (see attnlab.presets())")
+    for name, value in (("quick", quick), ("force", force)):
+        if not isinstance(value, bool):
+            raise AttnlabError(f"invalid {name} {value!r}: must be True or False")
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise AttnlabError(f"invalid out {out!r}: must be a path (str or os.PathLike) or None")
+    seed = check_seed(seed)
+    with runtime.configured():  # before the preset's modules import equinox (EQX_ON_ERROR); undone on return
+        return _run(preset, quick, seed, out, force, overrides)
+
+
+def _run(preset: str, quick: bool, seed: int, out, force: bool, overrides: dict[str, Any]) -> Run:
     p = registry.get_preset(preset)
     config = registry.resolve_config(p, quick=quick, overrides=overrides)
     if out is None:

@@ -26,7 +26,20 @@ import pydantic
 
 from attnlab.errors import AttnlabError
 
-__all__ = ["ExperimentConfig", "parse_value", "parse_set", "validate_config", "config_hash"]
+__all__ = ["ExperimentConfig", "MAX_SEED", "check_seed", "parse_value", "parse_set", "validate_config", "config_hash"]
+
+MAX_SEED = 2**63 - 1
+"""The largest root seed: ``jax.random.key`` takes a signed 64-bit integer."""
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as a root seed, or a one-line :class:`~attnlab.errors.AttnlabError`: an integer (not a boolean) in
+    ``0..MAX_SEED``. The command line, the sweeps and :func:`attnlab.run` validate seeds with this one function."""
+    import numbers
+
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) <= MAX_SEED:
+        raise AttnlabError(f"invalid seed {seed!r}: must be an integer in 0..{MAX_SEED}")
+    return int(seed)
 
 
 class ExperimentConfig(pydantic.BaseModel):

@@ -104,13 +104,24 @@ def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
     return _load(src)
 
 
+def _load_passive(target: Path) -> ctypes.CDLL:
+    """Load the library with ``OMP_WAIT_POLICY=PASSIVE`` unless the user set a policy: libgomp reads it when it first
+    loads, and idle OpenMP workers then sleep instead of spinning against XLA's threads. The environment is restored
+    at once."""
+    before = os.environ.get("OMP_WAIT_POLICY")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        return ctypes.CDLL(str(target))
+    finally:
+        if before is None:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+
+
 @functools.cache
 def _load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
     cc = _compiler()
     if cc is None:
         return None, "no C compiler found ($CC, cc, gcc)"
-    # libgomp reads this when the library loads: idle OpenMP workers sleep instead of spinning against XLA's threads
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
         key = hashlib.sha256(src.read_bytes() + _HEADER.read_bytes() + " ".join(FLAGS).encode() + version.encode()
@@ -130,7 +141,7 @@ def _load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-        return ctypes.CDLL(str(target)), None
+        return _load_passive(target), None
     except (OSError, subprocess.SubprocessError) as err:
         return None, f"native kernel {src.name} unavailable: {err}"
 

@@ -104,13 +104,36 @@ class Check:
         return abs(float(self.theory) - float(self.simulation))
 
     @property
-    def passed(self) -> bool:
+    def within_tolerance(self) -> bool:
+        """Whether ``|theory - simulation| <= tolerance`` (an evaluated check; not yet a verdict: see :attr:`passed`)."""
         return bool(self.evaluated and math.isfinite(self.abs_error) and self.abs_error <= self.tolerance)
 
     @property
+    def passed(self) -> bool:
+        """Within tolerance, and the negative control (when one is given) rejected: a check that cannot tell the
+        right counterpart from the wrong one has no power, and does not pass."""
+        return self.within_tolerance and self.control_rejected is not False
+
+    @property
     def status(self) -> str:
-        """``"passed"``, ``"failed"`` or ``"not evaluated"``."""
-        return "not evaluated" if not self.evaluated else "passed" if self.passed else "failed"
+        """``"passed"``, ``"failed"``, ``"not evaluated"`` or ``"inconclusive"`` (within tolerance, but the negative
+        control is within it too: :attr:`verdict` says so)."""
+        if not self.evaluated:
+            return "not evaluated"
+        if self.within_tolerance and self.control_rejected is False:
+            return "inconclusive"
+        return "passed" if self.passed else "failed"
+
+    @property
+    def verdict(self) -> str:
+        """The status with its reason, in words: ``"not evaluated: too few repeats"``, ``"inconclusive: the negative
+        control (...) is within the tolerance too"``."""
+        if self.status == "not evaluated":
+            return f"not evaluated: {self.reason}"
+        if self.status == "inconclusive":
+            return (f"inconclusive: the negative control ({self.control}) is within the tolerance too "
+                    f"(control error {self.control_error:.3g} <= {float(self.tolerance):.3g})")
+        return self.status
 
     @property
     def control_error(self) -> float:
@@ -138,6 +161,7 @@ class Check:
             "passed": self.passed,
             "status": self.status,
             "reason": self.reason,
+            "verdict": self.verdict,
             "basis": self.basis,
             "control": self.control,
             "control_theory": None if self.control_theory is None else _finite(self.control_theory),
@@ -190,6 +214,9 @@ class Preset:
     memory: Callable | None = None
     """``memory(config) -> float``: an upper bound of the bytes a run takes, used instead of the paper's ``memory``
     module (:mod:`attnlab.app.resources`)."""
+    unused: frozenset[str] = frozenset()
+    """Fields of ``config_cls`` that this preset does not read (a config class shared by several presets): setting
+    one is refused by :func:`resolve_config` in one line, instead of giving a run that differs only by its hash."""
 
 
 _REGISTRY: dict[str, Preset] = {}
@@ -233,6 +260,10 @@ def resolve_config(preset: str | Preset, *, quick: bool = False,
     ``quick``) its quick sizes, then ``overrides``. Unknown keys and invalid values raise one-line
     :class:`~attnlab.errors.AttnlabError`."""
     p = get_preset(preset) if isinstance(preset, str) else preset
+    ignored = sorted(set(overrides or {}) & set(p.unused))
+    if ignored:
+        raise AttnlabError(f"{p.name} does not use the config field {ignored[0]!r}: setting it would change nothing "
+                           "but the run's hash")
     base = {**p.defaults, **(p.quick if quick else {})}
     return validate_config(p.config_cls, base, dict(overrides or {}))
 

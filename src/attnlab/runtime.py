@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configure", "accelerator_plugin", "x64", "float64",
+__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configure", "configured", "accelerator_plugin",
+           "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
 OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1",)
@@ -153,6 +154,54 @@ def configure() -> None:
         add_xla_flags(*OPTIMISATION_FLAGS)
     os.environ.setdefault("EQX_ON_ERROR", "nan")
     use_compile_cache()
+
+
+_SCOPED_ENV = ("XLA_FLAGS", "EQX_ON_ERROR", "OMP_WAIT_POLICY")
+_SCOPED_JAX = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+               "jax_persistent_cache_min_entry_size_bytes")
+
+
+def _equinox_error_modes() -> list:
+    import sys
+
+    return [m for m in (sys.modules.get("equinox._config"), sys.modules.get("equinox._errors")) if m is not None]
+
+
+@contextlib.contextmanager
+def configured() -> Iterator[None]:
+    """:func:`configure` for the duration of the block only: on exit the environment variables it sets
+    (``XLA_FLAGS``, ``EQX_ON_ERROR``, and ``OMP_WAIT_POLICY`` set when a C kernel loads), JAX's compilation-cache
+    settings and equinox's error mode are as they were before (``equinox.error_if`` raises again under the caller's
+    ``jit``). :func:`attnlab.run` computes inside it; the command line and its workers call :func:`configure`, which
+    configures their own process for good."""
+    import jax
+
+    env = {k: os.environ.get(k) for k in _SCOPED_ENV}
+    settings = {k: getattr(jax.config, k) for k in _SCOPED_JAX}
+    eqx_before = {id(m): m.EQX_ON_ERROR for m in _equinox_error_modes()}
+    configure()
+    mode = os.environ.get("EQX_ON_ERROR", "nan")
+    for m in _equinox_error_modes():  # equinox already imported: its mode is read when a check is traced
+        m.EQX_ON_ERROR = mode
+    try:
+        yield
+    finally:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        changed = any(getattr(jax.config, k) != v for k, v in settings.items())
+        for k, v in settings.items():
+            jax.config.update(k, v)
+        if changed:
+            with contextlib.suppress(Exception):  # JAX's cache object reads the directory when first used
+                from jax._src import compilation_cache
+
+                compilation_cache.reset_cache()
+        user_mode = env["EQX_ON_ERROR"] or "raise"
+        for m in _equinox_error_modes():
+            m.EQX_ON_ERROR = eqx_before.get(id(m), user_mode)
 
 
 @contextlib.contextmanager

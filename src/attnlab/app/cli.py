@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated
 
@@ -120,11 +120,20 @@ def _resolve(name: str, quick: bool, sets: list[str] | None):
 def _print_checks(results) -> None:
     """Every check of ``results`` (preset -> RunResult) as a table that fits the console: the check's name wraps at
     its words, the preset, the numbers and the verdict never fold (the preset column is left out for a single
-    preset); a console too narrow for that gets one block of two lines per check."""
-    from attnlab.app.report import check_rows
+    preset); a console too narrow for that gets one block of two lines per check. A check that did not pass for want
+    of evidence (not evaluated, or inconclusive: its negative control not rejected) says why after its name."""
+    from attnlab.app.report import status_text
 
-    rows = [(preset, name, *(f"{v:.6g}" if v is not None else "-" for v in nums), "yes" if passed else "NO")
-            for preset, name, *nums, passed in check_rows(results)]
+    verdicts = {"passed": "yes", "failed": "NO", "not evaluated": "n/e", "inconclusive": "inconclusive"}
+    rows = []
+    for preset, res in results.items():
+        for c in res.summary.get("checks", []):
+            text = status_text(c)
+            status = text.split(":")[0]
+            name = c["name"] + (f" ({text})" if status in ("not evaluated", "inconclusive") else "")
+            nums = (c.get(k) for k in ("theory", "simulation", "abs_error", "tolerance"))
+            rows.append((preset, name, *(f"{v:.6g}" if isinstance(v, (int, float)) else "-" for v in nums),
+                         verdicts.get(status, "NO")))
     header = ("preset", "check", "theory", "simulation", "abs error", "tolerance", "pass")
     keep = [i for i in range(len(header)) if i != 0 or len(results) > 1]
     fixed = {i: max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in keep if i != 1}
@@ -144,10 +153,7 @@ def _print_checks(results) -> None:
             table.add_column(header[i], no_wrap=True, width=fixed[i])
     for r in rows:
         cells = [r[i] for i in keep]
-        if cells[-1] == "yes":
-            cells[-1] = "[green]yes[/green]"
-        else:
-            cells[-1] = "[red]NO[/red]"
+        cells[-1] = {"yes": "[green]yes[/green]", "NO": "[red]NO[/red]"}.get(cells[-1], f"[yellow]{cells[-1]}[/yellow]")
         table.add_row(*(c if j == len(cells) - 1 else escape(c) for j, c in enumerate(cells)))
     out.print(table, highlight=False)
 
@@ -283,19 +289,54 @@ def _sweep_display(total: int, label: str):
 
 
 def _check_folder(folder: Path) -> None:
-    """An output folder of ``reproduce`` or ``sweep`` must be a directory or not exist yet (checked before anything
-    runs); nothing is written."""
+    """An output folder of ``reproduce`` or ``sweep`` (checked before anything runs; nothing is written): a
+    writable directory, or a new one that can be made, which is empty, marked as attnlab's, or holds nothing but what
+    attnlab recognises as its own (:func:`attnlab.app.ownership.folder_foreign_entries`); a report attnlab did not
+    write is never replaced."""
+    from attnlab.app import ownership
+
     if str(folder) == "":
         raise AttnlabError("empty --out: name a directory")
     for path in (folder, *folder.parents):
         if path.exists() and not path.is_dir():
             raise AttnlabError(f"cannot write to output directory {folder}: {path} exists and is not a directory")
+    ownership.check_writable(folder)
+    foreign = ownership.folder_foreign_entries(folder)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise AttnlabError(f"output folder {folder} holds files attnlab did not write ({shown}): it is left "
+                           "untouched; choose another --out")
+
+
+@contextmanager
+def _output_folder(folder: Path, kind: str):
+    """Hold the lock of the output folder of a ``reproduce`` or ``sweep`` (a second one into the same folder is
+    refused in one line), and mark the folder as attnlab's; a folder made here and left empty (the run failed
+    before writing anything) is removed again."""
+    from attnlab.app import ownership
+
+    with ownership.writer_lock(folder, what=f"running a {kind} into"):
+        _check_folder(folder)  # again, under the lock
+        existed = folder.exists()
+        try:
+            ownership.mark_folder(folder, kind)
+        except OSError as e:
+            raise AttnlabError(f"cannot write to output directory {folder}: {e.strerror or e}") from None
+        try:
+            yield
+        except BaseException:
+            if not existed and sorted(p.name for p in folder.iterdir()) == [ownership.FOLDER_MARK]:
+                (folder / ownership.FOLDER_MARK).unlink(missing_ok=True)
+                with suppress(OSError):
+                    folder.rmdir()
+            raise
 
 
 def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str, check_first=None):
+    from attnlab.app import ownership
     from attnlab.app import sweep as engine
 
-    engine.clean_stale_temporaries(root)
+    ownership.remove_stale_temporaries(root)
     with engine.quiet_workers():
         client = engine.make_client(scheduler, workers)
     try:
@@ -315,10 +356,9 @@ def reproduce(
     workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
 ):
     """Run every preset (of the named papers) on Dask, then write report.md and report.html. A preset that cannot run
-    here (a local input it needs was not given) is skipped, not run, with the reason."""
-    from attnlab.app.report import check_summary, write_report
+    here (a local input it needs was not given) is skipped, not run, with the reason. The output folder must be new,
+    empty or attnlab's (files of yours beside attnlab's are kept; a report attnlab did not write is never replaced)."""
     from attnlab.app.resources import check_memory
-    from attnlab.app.store import RunResult
     from attnlab.app.sweep import Task
     from attnlab.registry import all_presets, unmet
 
@@ -339,6 +379,14 @@ def reproduce(
             continue
         check_memory(p, config)
     tasks = [Task(p.name, (), seed, quick) for p in chosen if p.name not in skipped]
+    with _output_folder(out_dir, "reproduce"):
+        _reproduce(tasks, out_dir, scheduler, workers, presets, skipped)
+
+
+def _reproduce(tasks, out_dir: Path, scheduler, workers, presets, skipped) -> None:
+    from attnlab.app.report import check_summary, write_report
+    from attnlab.app.store import RunResult
+
     outcomes = _engine(tasks, out_dir, scheduler, workers, "reproduce") if tasks else []
     results, failed = {}, []
     for o in outcomes:
@@ -386,14 +434,17 @@ def sweep(
     tasks = engine.expand_grid(p, grid, seed_list, quick, figures)
     out_dir = out_dir or Path("results") / "sweeps" / engine.sweep_dir_name(p.name, grid, seed_list, quick)
     _check_folder(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise AttnlabError(f"cannot write to output directory {out_dir}: {e.strerror or e}") from None
-    # an unknown --plot metric is rejected as soon as the first task finishes (the metric names come from the
-    # preset's summary), and the tasks not yet started are cancelled
-    outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}",
-                       check_first=(lambda o: engine.check_metrics(o, plot_metrics)) if plot_metrics else None)
+    with _output_folder(out_dir, "sweep"):
+        # an unknown --plot metric is rejected as soon as the first task finishes (the metric names come from the
+        # preset's summary), and the tasks not yet started are cancelled
+        outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}",
+                           check_first=(lambda o: engine.check_metrics(o, plot_metrics)) if plot_metrics else None)
+        _finish_sweep(outcomes, grid, seed_list, p, out_dir, quick, plot_metrics)
+
+
+def _finish_sweep(outcomes, grid, seed_list, p, out_dir: Path, quick: bool, plot_metrics) -> None:
+    from attnlab.app import sweep as engine
+
     ds = engine.collect(outcomes, grid, seed_list, p)
     path = engine.write_sweep(ds, out_dir, {"preset": p.name, "citation": p.citation, "grid": grid,
                                             "seeds": seed_list, "quick": quick})
@@ -414,7 +465,10 @@ def runs(folder: Annotated[Path, typer.Argument(help="results folder, searched r
     """List the finished runs under a folder: preset, seed, size, checks passed, time, finding, path."""
     from attnlab.app.describe import find_runs
 
-    found = find_runs(folder)
+    damaged: list[tuple[str, str]] = []
+    found = find_runs(folder, damaged)
+    for path, why in damaged:
+        err.print(f"damaged run (not counted): {path}: {why}", markup=False, highlight=False, soft_wrap=True)
     if not found:
         out.print(f"no finished runs under {folder}", markup=False, highlight=False)
         return

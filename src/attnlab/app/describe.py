@@ -70,7 +70,7 @@ def value_text(value) -> str:
     if isinstance(value, float):
         return "inf" if value == math.inf else "-inf" if value == -math.inf else repr(value)
     if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(value_text(v) for v in value) + "]"
+        return "[" + ", ".join(json.dumps(v) if isinstance(v, str) else value_text(v) for v in value) + "]"
     if value is None:
         return "null"
     return str(value)
@@ -94,7 +94,7 @@ def config_fields(preset) -> list[FieldInfo]:
 def check_counts(checks: list[dict]) -> dict[str, int]:
     """``passed``, ``failed``, ``not evaluated``, ``controls`` (checks with a negative control) and ``rejected``
     (controls the check rejected) of a run's checks as written in ``summary.json``."""
-    counts = {"passed": 0, "failed": 0, "not evaluated": 0, "controls": 0, "rejected": 0}
+    counts = {"passed": 0, "failed": 0, "not evaluated": 0, "inconclusive": 0, "controls": 0, "rejected": 0}
     for c in checks:
         status = c.get("status") or ("passed" if c.get("passed") else "failed")
         counts[status if status in counts else "failed"] += 1
@@ -132,11 +132,27 @@ def _short(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def find_runs(folder: Path) -> list[RunRow]:
+def _damage(run_dir: Path) -> str | None:
+    """Why the run directory ``run_dir`` (it has a ``config.json`` with a ``config_hash``) is damaged, or None."""
+    from attnlab.app.store import read_summary
+
+    if not (run_dir / "summary.json").exists():
+        return None  # not finished: a run being written, or interrupted (hidden temporaries are skipped)
+    s = read_summary(run_dir)
+    if not isinstance(s, dict):
+        return "summary.json is not a JSON object"
+    if not isinstance(s.get("checks", []), list):
+        return "summary.json has no list of checks"
+    return None
+
+
+def find_runs(folder: Path, damaged: list[tuple[str, str]] | None = None) -> list[RunRow]:
     """The finished runs under ``folder`` (recursively; the store's test: ``config.json`` with a ``config_hash``,
-    and ``summary.json``), sorted by path. Hidden directories (temporaries) are skipped, and a run directory is not
-    searched further. Raises :class:`AttnlabError` when ``folder`` does not exist or is not a directory."""
-    from attnlab.app.store import is_finished_run, read_summary
+    and ``summary.json`` holding a JSON object), sorted by path. Hidden directories (temporaries) are skipped, and a
+    run directory is not searched further. A run directory whose ``summary.json`` is damaged is not a finished run:
+    ``(path, reason)`` is appended to ``damaged`` when given. Raises :class:`AttnlabError` when ``folder`` does not
+    exist or is not a directory."""
+    from attnlab.app.store import is_finished_run, read_config, read_summary
 
     folder = Path(folder)
     if not folder.exists():
@@ -146,20 +162,26 @@ def find_runs(folder: Path) -> list[RunRow]:
     rows = []
     for here, dirs, _files in os.walk(folder, onerror=lambda e: None):
         here_path = Path(here)
-        if is_finished_run(here_path):
+        if not is_finished_run(here_path):
+            cfg = read_config(here_path)
+            why = _damage(here_path) if cfg is not None and isinstance(cfg.get("config_hash"), str) else None
+            if why is not None:
+                dirs[:] = []
+                if damaged is not None:
+                    damaged.append((str(here_path), why))
+                continue
+        else:
             dirs[:] = []
-            s = read_summary(here_path) or {}
-            if not isinstance(s, dict):
-                s = {}
+            s = read_summary(here_path)
             checks = [c for c in s.get("checks", []) if isinstance(c, dict)]
             n = check_counts(checks)
-            evaluated = n["passed"] + n["failed"]
+            evaluated = n["passed"] + n["failed"] + n["inconclusive"]
             text = f"{n['passed']}/{evaluated}" + (f" +{n['not evaluated']} n/e" if n["not evaluated"] else "")
             quick = s.get("quick")
             rows.append(RunRow(str(s.get("preset", "?")), str(s.get("seed", "?")),
                                "quick" if quick is True else "full" if quick is False else "?", text,
                                _elapsed(s.get("elapsed_s")), _short(s.get("finding", "")), str(here_path),
-                               n["not evaluated"], n["failed"] == 0 and n["not evaluated"] == 0))
+                               n["not evaluated"], n["passed"] == len(checks)))
             continue
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
     return sorted(rows, key=lambda r: r.path)
@@ -232,7 +254,11 @@ def redraw(run_dir: Path, *, animation: bool = True) -> list[str]:
     if not os.access(run_dir, os.W_OK):
         raise AttnlabError(f"cannot write to run directory {run_dir}: permission denied")
     written = []
-    figures = preset.plot(ds, config)
+    try:
+        figures = preset.plot(ds, config)
+    except Exception as e:  # data that do not fit the preset's figures: a damaged or edited data.zarr
+        raise AttnlabError(f"cannot draw the figures of {run_dir}: its data.zarr does not hold what "
+                           f"{preset.name} draws ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     try:
         for key, fig in figures.items():
             for ext in ("png", "pdf"):

@@ -14,9 +14,11 @@ import html
 import os
 from pathlib import Path
 
+from attnlab.app.ownership import REPORT_SIGNATURE, is_attnlab_report
 from attnlab.app.store import RunResult, machine, read_config
+from attnlab.errors import AttnlabError
 
-__all__ = ["write_report", "check_rows", "check_summary", "provenance_lines"]
+__all__ = ["write_report", "check_rows", "check_summary", "provenance_lines", "status_text"]
 
 _CHECK_KEYS = ("name", "theory", "simulation", "abs_error", "tolerance", "passed")
 _REPORTED_VERSIONS = ("attnlab", "jax", "numpy", "scipy")
@@ -58,12 +60,19 @@ def implementation_text(summary: dict) -> str:
 def _status(c: dict) -> str:
     """A check's status as written in ``summary.json`` (older summaries: from ``passed``)."""
     status = c.get("status") or ("passed" if c.get("passed") else "failed")
-    return status if status in ("passed", "failed", "not evaluated") else "failed"
+    return status if status in ("passed", "failed", "not evaluated", "inconclusive") else "failed"
 
 
-def _status_text(c: dict) -> str:
+def status_text(c: dict) -> str:
+    """A check's status with its reason (``"not evaluated: too few repeats"``, ``"inconclusive: the negative
+    control ... is within the tolerance too"``), as written in ``summary.json``."""
     status = _status(c)
+    if status != "passed" and isinstance(c.get("verdict"), str) and c["verdict"].startswith(status):
+        return c["verdict"]
     return f"not evaluated: {c['reason']}" if status == "not evaluated" and c.get("reason") else status
+
+
+_status_text = status_text
 
 
 def _rejected_text(c: dict) -> str:
@@ -72,9 +81,10 @@ def _rejected_text(c: dict) -> str:
 
 
 def check_summary(results: dict[str, RunResult]) -> dict[str, int]:
-    """Counts over every check of every run: ``checks``, ``passed``, ``failed``, ``not evaluated``, ``controls``
-    (checks whose negative control was evaluated) and ``rejected`` (controls the check rejected, as it should)."""
-    n = {"checks": 0, "passed": 0, "failed": 0, "not evaluated": 0, "controls": 0, "rejected": 0}
+    """Counts over every check of every run: ``checks``, ``passed``, ``failed``, ``not evaluated``, ``inconclusive``
+    (within tolerance, but so was the negative control), ``controls`` (checks whose negative control was evaluated)
+    and ``rejected`` (controls the check rejected, as it should)."""
+    n = {"checks": 0, "passed": 0, "failed": 0, "not evaluated": 0, "inconclusive": 0, "controls": 0, "rejected": 0}
     for res in results.values():
         for c in res.summary.get("checks", []):
             n["checks"] += 1
@@ -86,8 +96,9 @@ def check_summary(results: dict[str, RunResult]) -> dict[str, int]:
 
 
 def _summary_sentence(n: dict[str, int], n_failed_presets: int, n_skipped: int = 0) -> str:
+    inconclusive = f", {n['inconclusive']} inconclusive" if n.get("inconclusive") else ""
     return (f"{n['passed']} of {n['checks']} checks passed, {n['failed']} failed, {n['not evaluated']} not "
-            f"evaluated; negative controls rejected {n['rejected']}/{n['controls']}; "
+            f"evaluated{inconclusive}; negative controls rejected {n['rejected']}/{n['controls']}; "
             f"{n_failed_presets} presets failed" + (f"; {n_skipped} skipped (not run)." if n_skipped else "."))
 
 
@@ -190,7 +201,7 @@ def _all_rows(results) -> list[tuple]:
 def _markdown(out_dir: Path, results, presets, failed, now=None, skipped=None) -> str:
     skipped = skipped or {}
     n = check_summary(results)
-    lines = ["# attnlab reproduction report", "", "## When and how", ""]
+    lines = ["# attnlab reproduction report", "", REPORT_SIGNATURE, "", "## When and how", ""]
     lines += [f"- **{label}:** {text}" for label, text in provenance_lines(results, now)]
     lines += ["", "Implementation of each kernel, per preset:", "", "| preset | implementation |", "|---|---|"]
     lines += [_row(r) for r in _implementation_rows(results)]
@@ -240,7 +251,8 @@ def _table(header, rows, status_col=None) -> str:
 def _html(results, presets, failed, now=None, skipped=None) -> str:
     skipped = skipped or {}
     n = check_summary(results)
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>attnlab reproduction report</title><style>",
+    parts = ["<!DOCTYPE html>", REPORT_SIGNATURE,
+             "<html><head><meta charset='utf-8'><title>attnlab reproduction report</title><style>",
              "body{font-family:sans-serif;max-width:1400px;margin:auto;padding:1em}table{border-collapse:collapse;"
              "margin:0.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}tr.pass td:nth-child(2)"
              "{color:#080}tr.fail td{background:#fdd}tr.ne td{background:#ffd}img{max-width:100%}",
@@ -295,9 +307,13 @@ def _check_html(rows, s) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.attnlab-tmp-{os.getpid():08x}"[-64:])
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise AttnlabError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def write_report(out_dir: Path, results: dict[str, RunResult], presets: dict,
@@ -310,6 +326,9 @@ def write_report(out_dir: Path, results: dict[str, RunResult], presets: dict,
     failed = failed or {}
     now = now or datetime.datetime.now(datetime.UTC)
     md = out_dir / "report.md"
+    for path in (md, out_dir / "report.html"):
+        if path.exists() and not is_attnlab_report(path):
+            raise AttnlabError(f"{path} was not written by attnlab: it is left untouched; choose another --out")
     _atomic_write(md, _markdown(out_dir, results, presets, failed, now, skipped))
     _atomic_write(out_dir / "report.html", _html(results, presets, failed, now, skipped))
     return md

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import shutil
 import subprocess
@@ -30,17 +31,14 @@ from typing import Any
 import jax
 
 from attnlab.api import execute, implementations, json_safe
-from attnlab.app import interrupt
-from attnlab.config import ExperimentConfig, config_hash
+from attnlab.app import interrupt, ownership
+from attnlab.config import MAX_SEED, ExperimentConfig, check_seed, config_hash
 from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.plot import save_figure
 from attnlab.registry import Preset
 
 __all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance", "devices", "preflight",
            "is_finished_run", "check_output_dir", "machine", "read_config", "MAX_SEED"]
-
-MAX_SEED = 2**63 - 1
-"""The largest root seed: ``jax.random.key`` takes a signed 64-bit integer."""
 
 _VERSIONED = ("attnlab", "jax", "jaxlib", "numpy", "scipy", "xarray", "zarr", "pydantic", "matplotlib")
 
@@ -143,15 +141,16 @@ def read_config(run_dir: Path) -> dict | None:
 
 
 def is_finished_run(run_dir: Path) -> bool:
-    """Whether ``run_dir`` is a finished run of attnlab: ``config.json`` with a ``config_hash``, and ``summary.json``."""
+    """Whether ``run_dir`` is a finished run of attnlab: ``config.json`` with a ``config_hash``, and ``summary.json``
+    holding a JSON object."""
     run_dir = Path(run_dir)
     cfg = read_config(run_dir) if run_dir.is_dir() else None
-    return cfg is not None and isinstance(cfg.get("config_hash"), str) and (run_dir / "summary.json").is_file()
+    return cfg is not None and isinstance(cfg.get("config_hash"), str) and isinstance(read_summary(run_dir), dict)
 
 
 def _finished_with_hash(run_dir: Path, digest: str) -> bool:
     cfg = read_config(run_dir)
-    return cfg is not None and cfg.get("config_hash") == digest and (run_dir / "summary.json").is_file()
+    return cfg is not None and cfg.get("config_hash") == digest and isinstance(read_summary(run_dir), dict)
 
 
 def _is_empty_dir(path: Path) -> bool:
@@ -162,9 +161,11 @@ def _is_empty_dir(path: Path) -> bool:
 
 
 def check_output_dir(run_dir: Path, force: bool = False, digest: str | None = None) -> None:
-    """Raise :class:`AttnlabError` (one line) unless a run may be written at ``run_dir``: a path that names a new
-    directory (not the current directory nor one of its parents), where nothing but an empty directory or a finished
-    run of attnlab stands (a finished run of another config only with ``force``). Writes nothing."""
+    """Raise :class:`AttnlabError` (one line) unless a run may be written at ``run_dir``: a writable path that names
+    a directory (not the current directory nor one of its parents) which is new, empty, or a run of attnlab (a
+    finished run of another config only with ``force``, which replaces attnlab's own files there and keeps the
+    others: :mod:`attnlab.app.ownership`). A symbolic link to a directory and a mount point are directories to write
+    into. Writes nothing."""
     run_dir = Path(run_dir)
     try:
         resolved = run_dir.resolve()
@@ -174,18 +175,17 @@ def check_output_dir(run_dir: Path, force: bool = False, digest: str | None = No
     if str(run_dir) in ("", ".", "..") or resolved == cwd or resolved in cwd.parents or not resolved.name:
         raise AttnlabError(f"output directory {str(run_dir)!r} is the current directory or one of its parents: "
                            "name a new directory for the run")
-    if run_dir.exists() and not run_dir.is_dir():
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
         raise AttnlabError(f"output path exists and is not a directory: {run_dir}")
-    for parent in run_dir.parents:
-        if parent.exists() and not parent.is_dir():
-            raise AttnlabError(f"cannot write to output directory {run_dir}: {parent} is not a directory")
+    ownership.check_writable(run_dir)
     if not run_dir.is_dir() or _is_empty_dir(run_dir):
         return
-    if not is_finished_run(run_dir):
-        raise AttnlabError(f"output directory {run_dir} is not empty and is not a finished attnlab run: "
+    if not ownership.is_attnlab_run(run_dir):
+        raise AttnlabError(f"output directory {run_dir} is not empty and is not an attnlab run: "
                            "it is left untouched; choose another --out")
-    if digest is not None and not force and not _finished_with_hash(run_dir, digest):
-        raise AttnlabError(f"{run_dir} holds a finished run of a different config (use --force to replace it)")
+    if digest is not None and not force and is_finished_run(run_dir) and not _finished_with_hash(run_dir, digest):
+        raise AttnlabError(f"{run_dir} holds a finished run of a different config: choose another --out, or use "
+                           "--force to replace the files attnlab wrote there (any other file in it is kept)")
 
 
 def preflight(preset: Preset, config: ExperimentConfig, seed: int, run_dir: Path | None = None,
@@ -199,8 +199,7 @@ def preflight(preset: Preset, config: ExperimentConfig, seed: int, run_dir: Path
     reason = unmet(preset, config)
     if reason is not None:
         raise AttnlabError(f"{preset.name}: {reason}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise AttnlabError(f"invalid seed {seed!r}: must be an integer in 0..{MAX_SEED}")
+    check_seed(seed)
     if run_dir is not None:
         if digest is None:
             digest = config_hash(preset.name, config, seed, implementations(preset, config))
@@ -225,15 +224,19 @@ def _non_finite_check(checks):
 
 
 def _prepare(run_dir: Path, force: bool) -> tuple[Path, list[Path]]:
-    """Check the target and create the temporary sibling directory; raise AttnlabError if not writable. Returns the
-    temporary directory and the parent directories created for it (removed again if the run fails)."""
+    """Check the target and create the temporary directory the run is assembled in: inside ``run_dir`` when it is an
+    existing directory (so that the entries move on one file system, also into a link's target or a mount point),
+    else beside it. Raise AttnlabError if not writable. Returns the temporary directory and the parent directories
+    created for it (removed again if the run fails)."""
     check_output_dir(run_dir, force)
     parent = run_dir.parent
     created = [p for p in [parent, *parent.parents] if not p.exists()]
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = parent / f".{run_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        if run_dir.is_dir():
+            tmp = ownership.new_temporary(run_dir)
+        else:
+            parent.mkdir(parents=True, exist_ok=True)
+            tmp = ownership.new_temporary(parent, run_dir.name)
     except OSError as err:
         _remove_empty(created)
         raise AttnlabError(f"cannot write to output directory {run_dir}: {err.strerror or err}") from None
@@ -248,17 +251,64 @@ def _remove_empty(dirs: list[Path]) -> None:
             pass
 
 
+def _keep_unsaved(tmp: Path, run_dir: Path) -> Path | None:
+    """After a failed commit, make the finished result in ``tmp`` visible beside ``run_dir`` (or where it is), and
+    return where it is; None when it cannot be kept."""
+    for where in (run_dir.parent, tmp.parent):
+        target = where / f"{run_dir.name}.unsaved-{uuid.uuid4().hex[:8]}"
+        try:
+            (tmp / ownership.TEMPORARY_MARK).unlink(missing_ok=True)
+            os.rename(tmp, target)
+            return target
+        except OSError:
+            continue
+    return None
+
+
+def _non_finite_metric(metrics: dict[str, Any], prefix: str = "") -> str | None:
+    """The name of the first metric that is a NaN or infinite number (nested dicts and lists searched), else None."""
+    for name, value in metrics.items():
+        label = f"{prefix}{name}"
+        if isinstance(value, dict):
+            bad = _non_finite_metric(value, f"{label}.")
+        elif isinstance(value, (list, tuple)):
+            bad = _non_finite_metric({str(i): v for i, v in enumerate(value)}, f"{label}.")
+        else:
+            try:
+                bad = None if isinstance(value, (str, bool)) or value is None or math.isfinite(float(value)) else label
+            except (TypeError, ValueError):
+                bad = None
+        if bad is not None:
+            return bad
+    return None
+
+
 def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bool, out_dir: Path | None = None,
-               results_root: Path = Path("results"), force: bool = False, progress=None, figures: bool = True) -> RunResult:
+               results_root: Path = Path("results"), force: bool = False, progress=None, figures: bool = True,
+               wait: bool = False) -> RunResult:
     """Run ``preset`` with ``config`` and ``seed`` into its run directory, or reuse a finished identical run.
     ``figures=False`` skips the figures (a reused run keeps whatever it has): in a large sweep of small presets,
-    drawing and saving each task's figures with matplotlib can take longer than the run itself."""
+    drawing and saving each task's figures with matplotlib can take longer than the run itself.
+
+    The run directory's lock (:func:`attnlab.app.ownership.writer_lock`) is held from the check of the target to the
+    commit: a second writer is refused in one line, or with ``wait`` waits and then reuses or replaces as if it had
+    come second. A run whose checks or metrics are not finite is not written
+    (:class:`~attnlab.errors.NonFiniteResultError`); an ``OSError`` while writing (disk full, a file system gone
+    read-only) raises one line, and a result that was complete is kept in a directory that line names."""
     impl = implementations(preset, config)
     digest = config_hash(preset.name, config, seed, impl)
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(results_root, preset.name, digest)
     if not force and _finished_with_hash(run_dir, digest):
         return RunResult(run_dir, read_summary(run_dir) or {}, reused=True)
     preflight(preset, config, seed, run_dir, force, digest)
+    with ownership.writer_lock(run_dir, wait=wait):
+        if not force and _finished_with_hash(run_dir, digest):  # finished by the writer we waited for
+            return RunResult(run_dir, read_summary(run_dir) or {}, reused=True)
+        check_output_dir(run_dir, force, digest)
+        return _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, figures)
+
+
+def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, figures) -> RunResult:
     tmp, created = _prepare(run_dir, force)
     try:
         try:
@@ -279,36 +329,51 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
                                                   f"{float(bad.simulation):.6g}")
             raise NonFiniteResultError(f"{preset.name}: the results are not finite (check {name!r}: {what}); "
                                        "nothing was written")
-        # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, opens without warnings.
-        ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2)
-        written = []
-        for name, fig in (preset.plot(ds, config) if figures else {}).items():
-            written += save_figure(fig, tmp, f"{preset.name}-{name}")
-        if figures and preset.animate is not None:
-            gif = f"{preset.name}-evolution.gif"
-            preset.animate(ds, tmp / gif)
-            if (tmp / gif).is_file():
-                written.append(gif)
-        record = {"preset": preset.name, "paper": preset.paper, "figure": preset.figure, "quick": quick,
-                  "seed": seed, "config_hash": digest, "config": config.model_dump(mode="json"),
-                  "implementations": outcome.implementations, **provenance()}
-        (tmp / "config.json").write_text(json.dumps(json_safe(record), indent=2, allow_nan=False))
-        summary = {"preset": preset.name, "quick": quick, "seed": seed, "elapsed_s": elapsed,
-                   "finding": outcome.finding, "metrics": json_safe(metrics),
-                   "checks": [c.as_dict() for c in checks], "figures": written, "config_hash": digest,
-                   "implementations": outcome.implementations}
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
+        bad_metric = _non_finite_metric(metrics)
+        if bad_metric is not None:
+            raise NonFiniteResultError(f"{preset.name}: the results are not finite (metric {bad_metric!r} is "
+                                       f"{_metric_value(metrics, bad_metric)}); nothing was written")
+        try:
+            # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, without warnings.
+            ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2)
+            written = []
+            for name, fig in (preset.plot(ds, config) if figures else {}).items():
+                written += save_figure(fig, tmp, f"{preset.name}-{name}")
+            if figures and preset.animate is not None:
+                gif = f"{preset.name}-evolution.gif"
+                preset.animate(ds, tmp / gif)
+                if (tmp / gif).is_file():
+                    written.append(gif)
+            record = {"preset": preset.name, "paper": preset.paper, "figure": preset.figure, "quick": quick,
+                      "seed": seed, "config_hash": digest, "config": config.model_dump(mode="json"),
+                      "implementations": outcome.implementations, **provenance()}
+            (tmp / "config.json").write_text(json.dumps(json_safe(record), indent=2, allow_nan=False))
+            summary = {"preset": preset.name, "quick": quick, "seed": seed, "elapsed_s": elapsed,
+                       "finding": outcome.finding, "metrics": json_safe(metrics),
+                       "checks": [c.as_dict() for c in checks], "figures": written, "config_hash": digest,
+                       "implementations": outcome.implementations}
+            (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
+        except OSError as err:
+            raise AttnlabError(f"{preset.name}: cannot write the run to {run_dir}: {err.strerror or err}; "
+                               "nothing was written") from None
         interrupt.check()  # a Ctrl-C swallowed by a __del__ somewhere still stops the commit
-        if run_dir.exists():
-            check_output_dir(run_dir, force=True)  # still empty or a finished run: never the user's files
-            trash = run_dir.parent / f".{run_dir.name}.old-{uuid.uuid4().hex[:8]}"
-            run_dir.rename(trash)
-            tmp.rename(run_dir)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            tmp.rename(run_dir)
+        try:
+            ownership.commit_into(tmp, run_dir)
+        except OSError as err:
+            kept = _keep_unsaved(tmp, run_dir)
+            where = f"the finished result is kept in {kept}" if kept is not None else "the result could not be kept"
+            raise AttnlabError(f"{preset.name}: cannot write the run to {run_dir}: {err.strerror or err}; {where}") \
+                from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():  # not kept by _keep_unsaved
+            shutil.rmtree(tmp, ignore_errors=True)
         _remove_empty(created)
         raise
     return RunResult(run_dir, summary, reused=False)
+
+
+def _metric_value(metrics: dict[str, Any], dotted: str) -> str:
+    value: Any = metrics
+    for part in dotted.split("."):
+        value = value[int(part)] if isinstance(value, (list, tuple)) else value[part]
+    return repr(value)

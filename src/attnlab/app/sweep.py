@@ -129,7 +129,8 @@ def run_task(task: Task, root: str) -> dict[str, Any]:
         matplotlib.use("Agg")
         preset = get_preset(task.preset)
         config = resolve_config(preset, quick=task.quick, overrides=dict(task.overrides))
-        res = run_preset(preset, config, task.seed, quick=task.quick, results_root=Path(root), figures=task.figures)
+        res = run_preset(preset, config, task.seed, quick=task.quick, results_root=Path(root), figures=task.figures,
+                         wait=True)
         return {"status": "reused" if res.reused else "finished", "run_dir": str(res.run_dir), "summary": res.summary}
     except NonFiniteResultError as e:  # deterministic: a retry would compute the same non-finite results
         return {"status": "failed", "error": str(e), "retry": False}
@@ -341,11 +342,11 @@ def write_sweep(ds: xr.Dataset, out_dir: Path, meta: dict[str, Any]) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ds = ds.assign_attrs(json_safe(meta))  # JSON-native attributes (lists, numbers, strings), not JSON text
-    tmp = out_dir / f".sweep.zarr.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = out_dir / f".sweep.zarr.attnlab-tmp-{uuid.uuid4().hex[:8]}"
     ds.to_zarr(tmp, mode="w", consolidated=True, zarr_format=2)
     final = out_dir / "sweep.zarr"
     if final.exists():
-        old = out_dir / f".sweep.zarr.old-{uuid.uuid4().hex[:8]}"
+        old = out_dir / f".sweep.zarr.attnlab-old-{uuid.uuid4().hex[:8]}"
         final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
@@ -385,11 +386,8 @@ def plot_metric(ds: xr.Dataset, metric: str, out_dir: Path) -> list[str]:
 
 
 def clean_stale_temporaries(root: Path) -> int:
-    """Remove hidden temporary run directories left by killed runs (never a finished run). Called before a sweep
-    starts, so two sweeps must not write into the same folder at the same time."""
-    n = 0
-    for tmp in Path(root).glob("*/.*.tmp-*"):
-        if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
-            n += 1
-    return n
+    """Remove the temporaries of killed runs under ``root`` (:func:`attnlab.app.ownership.remove_stale_temporaries`:
+    attnlab's own, marked temporaries only, never one whose run is being written)."""
+    from attnlab.app.ownership import remove_stale_temporaries
+
+    return remove_stale_temporaries(root)
