@@ -5,28 +5,30 @@
 * :mod:`attnlab.slr.owen` -- Owen's T function and Marion's zeta function;
 * :mod:`attnlab.slr.montecarlo` -- the generic Monte Carlo mean with its standard error.
 
-The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`); the modules' own functions follow
-the caller's JAX setting.
+The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`) and check their arguments first
+(:mod:`attnlab.slr.domain`: a one-line ValueError names an argument outside the domain); the modules' own functions
+follow the caller's JAX setting and check nothing.
 """
 
-from attnlab.runtime import float64 as _float64
+from attnlab._validate import public as _public
 from attnlab.slr import data as _data
+from attnlab.slr import domain as _domain
 from attnlab.slr import montecarlo as _montecarlo
 from attnlab.slr import overlaps as _overlaps
 from attnlab.slr import owen as _owen
 from attnlab.slr.data import SLRBatch
 from attnlab.slr.overlaps import DohmatobOverlaps, Overlaps
 
-sample_teacher = _float64(_data.sample_teacher)
-init_sphere = _float64(_data.init_sphere)
-sample_slr = _float64(_data.sample_slr)
-sample_slr_in_frame = _float64(_data.sample_slr_in_frame)
-orthonormal_frame = _float64(_data.orthonormal_frame)
-overlaps = _float64(_overlaps.overlaps)
-frame_coordinates = _float64(_overlaps.frame_coordinates)
-owens_t = _float64(_owen.owens_t)
-zeta = _float64(_owen.zeta)
-mc_mean = _float64(_montecarlo.mc_mean)
+sample_teacher = _public(_data.sample_teacher, _domain.sample_teacher)
+init_sphere = _public(_data.init_sphere, _domain.init_sphere)
+sample_slr = _public(_data.sample_slr, _domain.sample_slr)
+sample_slr_in_frame = _public(_data.sample_slr_in_frame, _domain.sample_slr_in_frame)
+orthonormal_frame = _public(_data.orthonormal_frame, _domain.orthonormal_frame)
+overlaps = _public(_overlaps.overlaps, _domain.overlaps)
+frame_coordinates = _public(_overlaps.frame_coordinates, _domain.frame_coordinates)
+owens_t = _public(_owen.owens_t, _domain.owens_t)
+zeta = _public(_owen.zeta, _domain.zeta)
+mc_mean = _public(_montecarlo.mc_mean, _domain.mc_mean)
 
 __all__ = ["SLRBatch", "Overlaps", "DohmatobOverlaps", "sample_teacher", "init_sphere", "sample_slr",
            "sample_slr_in_frame", "orthonormal_frame", "overlaps", "frame_coordinates", "owens_t", "zeta", "mc_mean"]
