@@ -17,30 +17,32 @@
   :mod:`attnlab.marion.probing_bert` -- a BERT encoder forward pass in JAX read from a Hugging Face model directory;
   :mod:`attnlab.marion.probing_preset` and :mod:`attnlab.marion.probing_figures` -- its preset and figure.
 
-The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`).
+The functions re-exported here compute in float64 (:func:`attnlab.runtime.float64`) and check their arguments first
+(:mod:`attnlab.marion.domain`: a one-line ValueError names an argument outside the domain).
 """
 
+from attnlab._validate import public as _public
+from attnlab.marion import domain as _domain
 from attnlab.marion import dynamics as _dynamics
 from attnlab.marion import predictors as _predictors
 from attnlab.marion import risk as _risk
 from attnlab.marion.dynamics import SLRParams
-from attnlab.runtime import float64 as _float64
 from attnlab.slr.overlaps import Overlaps
 
-population_excess_risk = _float64(_risk.population_excess_risk)
-population_risk = _float64(_risk.population_risk)
-risk_R = _float64(_risk.risk_R)
-risk_on_manifold = _float64(_risk.risk_on_manifold)
-oracle_excess_risk = _float64(_risk.oracle_excess_risk)
-linear_baseline_risk = _float64(_risk.linear_baseline_risk)
-erf_attention = _float64(_predictors.erf_attention)
-bayes_predictor = _float64(_predictors.bayes_predictor)
-distance_to_manifold = _float64(_dynamics.distance_to_manifold)
-pgd_step_reduced = _float64(_dynamics.pgd_step_reduced)
-run_pgd_reduced = _float64(_dynamics.run_pgd_reduced)
-run_pgd_full = _float64(_dynamics.run_pgd_full)
-run_sgd_reduced = _float64(_dynamics.run_sgd_reduced)
-run_sgd_full = _float64(_dynamics.run_sgd_full)
+population_excess_risk = _public(_risk.population_excess_risk, _domain.population_excess_risk)
+population_risk = _public(_risk.population_risk, _domain.population_risk)
+risk_R = _public(_risk.risk_R, _domain.risk_R)
+risk_on_manifold = _public(_risk.risk_on_manifold, _domain.risk_on_manifold)
+oracle_excess_risk = _public(_risk.oracle_excess_risk, _domain.oracle_excess_risk)
+linear_baseline_risk = _public(_risk.linear_baseline_risk, _domain.linear_baseline_risk)
+erf_attention = _public(_predictors.erf_attention, _domain.erf_attention)
+bayes_predictor = _public(_predictors.bayes_predictor, _domain.bayes_predictor)
+distance_to_manifold = _public(_dynamics.distance_to_manifold, _domain.distance_to_manifold)
+pgd_step_reduced = _public(_dynamics.pgd_step_reduced, _domain.pgd_step_reduced)
+run_pgd_reduced = _public(_dynamics.run_pgd_reduced, _domain.run_pgd_reduced)
+run_pgd_full = _public(_dynamics.run_pgd_full, _domain.run_pgd_full)
+run_sgd_reduced = _public(_dynamics.run_sgd_reduced, _domain.run_sgd_reduced)
+run_sgd_full = _public(_dynamics.run_sgd_full, _domain.run_sgd_full)
 
 __all__ = ["Overlaps", "SLRParams", "population_excess_risk", "population_risk", "risk_R", "risk_on_manifold",
            "oracle_excess_risk", "linear_baseline_risk", "erf_attention", "bayes_predictor", "distance_to_manifold",
