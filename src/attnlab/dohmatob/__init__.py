@@ -12,10 +12,13 @@
 * :mod:`attnlab.dohmatob.figures` -- the presets' figures.
 
 The overlaps are :class:`attnlab.slr.overlaps.DohmatobOverlaps` ``(mu, nu, eta, zeta, rho)``. The functions
-re-exported here compute in float64 (:func:`attnlab.runtime.float64`).
+re-exported here compute in float64 (:func:`attnlab.runtime.float64`) and check their arguments first
+(:mod:`attnlab.dohmatob.domain`: a one-line ValueError names an argument outside the domain).
 """
 
+from attnlab._validate import public as _public
 from attnlab.dohmatob import data as _data
+from attnlab.dohmatob import domain as _domain
 from attnlab.dohmatob import flows as _flows
 from attnlab.dohmatob import meanfield as _meanfield
 from attnlab.dohmatob import model as _model
@@ -23,22 +26,21 @@ from attnlab.dohmatob import rgd as _rgd
 from attnlab.dohmatob.flows import FlowSolution, StationaryPoint
 from attnlab.dohmatob.meanfield import DohmatobModel, REMConstants
 from attnlab.dohmatob.rgd import RGDLog
-from attnlab.runtime import float64 as _float64
 from attnlab.slr.overlaps import DohmatobOverlaps
 
-softmax_attention = _float64(_model.softmax_attention)
-sample_dohmatob = _float64(_data.sample_dohmatob)
-sample_dohmatob_in_frame = _float64(_data.sample_dohmatob_in_frame)
-rem_constants = _float64(_meanfield.rem_constants)
-localisation_probability = _float64(_meanfield.localisation_probability)
-dual_kernel = _float64(_meanfield.dual_kernel)
-mean_field_risk = _float64(_meanfield.mean_field_risk)
-corollary1_risk = _float64(_meanfield.corollary1_risk)
-mc_risk = _float64(_meanfield.mc_risk)
-mc_risk_batch = _float64(_meanfield.mc_risk_batch)
-integrate = _float64(_flows.integrate)
-stationary_points_on_M = _float64(_flows.stationary_points_on_M)
-run_rgd = _float64(_rgd.run_rgd)
+softmax_attention = _public(_model.softmax_attention, _domain.softmax_attention)
+sample_dohmatob = _public(_data.sample_dohmatob, _domain.sample_dohmatob)
+sample_dohmatob_in_frame = _public(_data.sample_dohmatob_in_frame, _domain.sample_dohmatob_in_frame)
+rem_constants = _public(_meanfield.rem_constants, _domain.rem_constants)
+localisation_probability = _public(_meanfield.localisation_probability, _domain.localisation_probability)
+dual_kernel = _public(_meanfield.dual_kernel, _domain.dual_kernel)
+mean_field_risk = _public(_meanfield.mean_field_risk, _domain.mean_field_risk)
+corollary1_risk = _public(_meanfield.corollary1_risk, _domain.corollary1_risk)
+mc_risk = _public(_meanfield.mc_risk, _domain.mc_risk)
+mc_risk_batch = _public(_meanfield.mc_risk_batch, _domain.mc_risk_batch)
+integrate = _public(_flows.integrate, _domain.integrate)
+stationary_points_on_M = _public(_flows.stationary_points_on_M, _domain.stationary_points_on_M)
+run_rgd = _public(_rgd.run_rgd, _domain.run_rgd)
 
 __all__ = ["DohmatobOverlaps", "DohmatobModel", "REMConstants", "FlowSolution", "StationaryPoint", "RGDLog",
            "softmax_attention", "sample_dohmatob", "sample_dohmatob_in_frame", "rem_constants",

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
+from attnlab import _validate as check
 from attnlab.dohmatob.model import check_beta, check_gamma, get_link, softmax_weights
 from attnlab.slr.montecarlo import mc_mean
 from attnlab.slr.overlaps import DohmatobOverlaps, frame_coordinates
@@ -97,11 +98,10 @@ def rem_constants_alpha(alpha, beta):
 
 
 def rem_constants(d: int, L: int, beta) -> REMConstants:
-    """REM constants for sequence length L in dimension d: ``alpha = log(L - 1) / d`` (eq. 9, App. C)."""
-    if int(L) < 2:
-        raise ValueError(f"L must be >= 2 (one secret token and at least one noise token), got {L!r}")
-    if int(d) < 1:
-        raise ValueError(f"d must be >= 1, got {d!r}")
+    """REM constants for sequence length L in dimension d: ``alpha = log(L - 1) / d`` (eq. 9, App. C). Domain:
+    integers d >= 1 and L >= 2 (one secret token and at least one noise token), beta > 0."""
+    d = check.count("d", d)
+    L = check.count("L", L, minimum=2)
     beta = check_beta(beta)
     alpha = math.log(L - 1) / d
     beta_crit = math.sqrt(2.0 * alpha)
@@ -317,13 +317,11 @@ def corollary1_risk(o: DohmatobOverlaps, m: DohmatobModel):
 
 
 def check_realisable(o: DohmatobOverlaps) -> None:
-    """Raise ValueError unless the overlaps are those of unit vectors u, v with ``u* . v* = 0``: the coordinates
-    of :func:`attnlab.slr.overlaps.frame_coordinates` must exist (``mu^2 + eta^2 <= 1`` and a real ``q2``)."""
-    mu, nu, eta, zeta, rho = (float(x) for x in (o.mu, o.nu, o.eta, o.zeta, o.rho))
-    p = math.sqrt(max(1.0 - mu**2 - eta**2, 0.0))
-    q1 = (rho - mu * zeta - eta * nu) / p if p > 0 else 0.0
-    if 1.0 - zeta**2 - nu**2 - q1**2 < -1e-12 or (p == 0 and abs(rho - mu * zeta - eta * nu) > 1e-12):
-        raise ValueError(f"overlaps {o} are not realisable")
+    """Raise ValueError unless the overlaps are those of unit vectors u, v with ``u* . v* = 0`` (every point of
+    broadcast fields): the Gram matrix of (u*, v*, u, v) is positive semidefinite, i.e. ``mu^2 + eta^2 <= 1``,
+    ``zeta^2 + nu^2 <= 1`` and ``(rho - mu zeta - eta nu)^2 <= (1 - mu^2 - eta^2)(1 - zeta^2 - nu^2)``
+    (:func:`attnlab._validate.realisable`)."""
+    check.realisable("o", o.mu, o.nu, o.zeta, o.eta, o.rho, letters=("mu", "nu", "zeta", "eta", "rho"))
 
 
 def _predict(Z, o: DohmatobOverlaps, lam, link):

@@ -21,6 +21,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from attnlab import _validate as check
+
 __all__ = ["LINKS", "get_link", "link_name", "check_links", "check_gamma", "check_beta", "signal_mean_scale",
            "inverse_temperature", "softmax_weights", "softmax_attention"]
 
@@ -65,7 +67,7 @@ def link_name(link) -> str:
 
 def check_gamma(gamma) -> float:
     """Dohmatob's gamma must lie in (0, 1) so that c = sqrt(1 - gamma^2) > 0 (eq. 4)."""
-    g = float(gamma)
+    g = check.finite_float("gamma", gamma)
     if not (0.0 < g < 1.0):
         raise ValueError(f"gamma must lie in the open interval (0, 1), got {gamma!r}")
     return g
@@ -73,8 +75,8 @@ def check_gamma(gamma) -> float:
 
 def check_beta(beta) -> float:
     """The normalised inverse temperature beta must be > 0 (eq. 2, lambda = beta sqrt(d))."""
-    b = float(beta)
-    if not (b > 0.0 and math.isfinite(b)):
+    b = check.finite_float("beta", beta)
+    if not b > 0.0:
         raise ValueError(f"beta must be a positive finite number, got {beta!r}")
     return b
 
