@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import _validate as check
+
 __all__ = ["Model", "LengthLaw", "DuranthonBatch", "Scores", "check_model", "length_law", "c_nu",
            "sample_teacher_sqrtD", "sample_lengths", "sample_scores", "sample_sequences"]
 
@@ -50,30 +52,41 @@ class LengthLaw(NamedTuple):
 
 
 def length_law(L) -> LengthLaw:
-    """A :class:`LengthLaw` from an int (fixed L), a sequence of ints (uniform on them) or a LengthLaw."""
+    """A :class:`LengthLaw` from an int (fixed L), a sequence of ints (uniform on them) or a LengthLaw. Domain: lengths
+    are integers >= 1 (Python or NumPy, not bools); a law's probabilities are finite, non-negative, one per length, and
+    sum to 1. Anything else raises a one-line ValueError naming ``L``."""
     if isinstance(L, LengthLaw):
-        values, probs = tuple(int(v) for v in L.values), tuple(float(p) for p in L.probs)
-    elif isinstance(L, (int, np.integer)):
-        values, probs = (int(L),), (1.0,)
-    else:
-        values = tuple(int(v) for v in L)
+        values, probs = tuple(L.values), tuple(L.probs)
+        if len(probs) != len(values):
+            raise ValueError(f"L must give one probability per length; got {len(values)} lengths and {len(probs)} "
+                             "probabilities")
+        for p in probs:
+            check.nonnegative("every probability of L", p)
+    elif check.is_integer(L):
+        values, probs = (L,), (1.0,)
+    elif isinstance(L, (list, tuple, np.ndarray)) and np.ndim(L) == 1:
+        values = tuple(L)
         if not values:
-            raise ValueError("the list of sequence lengths is empty")
+            raise ValueError("L must name at least one sequence length; got an empty sequence")
         probs = tuple(1.0 / len(values) for _ in values)
-    if any(v < 1 for v in values):
-        raise ValueError(f"sequence lengths must be >= 1, got {values}")
-    if len(probs) != len(values) or any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-12:
-        raise ValueError(f"length probabilities must be non-negative and sum to 1, got {probs}")
+    else:
+        raise ValueError(f"L must be a sequence length (an integer >= 1), a sequence of them or a LengthLaw; got {L!r}")
+    values = tuple(check.count("every sequence length in L", v) for v in values)
+    probs = tuple(float(p) for p in probs)
+    if abs(sum(probs) - 1.0) > 1e-12:
+        raise ValueError(f"the probabilities of L must sum to 1; got {probs}")
     return LengthLaw(values, probs)
 
 
 def check_model(model: str, nu) -> float:
-    """Validate the model name and the signal strength; returns nu as a float (inf allowed for max-SLR only)."""
+    """Validate the model name and the signal strength; returns nu as a float. Domain: ``model`` is ``"spiked"`` or
+    ``"max"``; nu >= 0, and nu = inf for max-SLR only (the argmax location)."""
     if model not in ("spiked", "max"):
         raise ValueError(f"unknown model {model!r}: expected 'spiked' or 'max'")
+    check.nonnegative("signal strength nu", nu, allow_inf=True)
+    if np.ndim(nu) != 0:
+        raise ValueError(f"signal strength nu must be a number; got an array of shape {np.shape(nu)}")
     nu = float(nu)
-    if math.isnan(nu) or nu < 0:
-        raise ValueError(f"signal strength nu must be >= 0, got {nu!r}")
     if math.isinf(nu) and model == "spiked":
         raise ValueError("nu = inf is defined for max-SLR only (spiked-SLR needs a finite nu)")
     return nu
@@ -88,9 +101,9 @@ def c_nu(model: str, nu) -> float:
 
 
 def sample_teacher_sqrtD(key, D: int):
-    """Teacher pair with ``|k*|^2 = |v*|^2 = D`` and ``k* . v* = 0`` (Gaussian, orthogonalised, rescaled)."""
-    if D < 2:
-        raise ValueError(f"dimension D must be >= 2, got {D}")
+    """Teacher pair with ``|k*|^2 = |v*|^2 = D`` and ``k* . v* = 0`` (Gaussian, orthogonalised, rescaled); D an
+    integer >= 2."""
+    D = check.count("dimension D", D, minimum=2)
     kk, kv = jax.random.split(key)
     k = jax.random.normal(kk, (D,))
     k = k / jnp.linalg.norm(k)
@@ -148,8 +161,8 @@ def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
     """Draw ``n`` samples of the teacher fields (chi*, zeta*), the location and the label."""
     nu = check_model(model, nu)
     law = length_law(L)
-    if n < 1:
-        raise ValueError(f"number of samples n must be >= 1, got {n}")
+    n = check.count("number of samples n", n)
+    check.nonnegative("noise_std", noise_std)
     return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
@@ -180,8 +193,9 @@ def sample_sequences(key, k_star, v_star, model: str, nu, L, n: int, noise_std=0
     """Draw ``n`` sequences in R^D (D = k_star.size) from spiked- or max-SLR with teacher (k*, v*) of norm sqrt(D)."""
     nu = check_model(model, nu)
     law = length_law(L)
-    if n < 1:
-        raise ValueError(f"number of samples n must be >= 1, got {n}")
+    n = check.count("number of samples n", n)
+    check.nonnegative("noise_std", noise_std)
+    check.teacher("k_star", k_star, "v_star", v_star, norm=math.sqrt(np.shape(k_star)[-1]) if np.ndim(k_star) else 1.0)
     return _sample_sequences(key, k_star, v_star, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
