@@ -15,12 +15,14 @@ re-exports its public functions in its ``__init__``. At the top level: :func:`ru
 entry points), :mod:`attnlab.registry` (the catalogue, :func:`~attnlab.registry.resolve_config`),
 :mod:`attnlab.runtime` (float64, XLA flags, compile cache), :mod:`attnlab.native` (building the C kernels).
 
-Importing attnlab changes nothing in the process: JAX's configuration, environment variables and other libraries
-stay as they were. Presets run in float64 inside :func:`attnlab.runtime.x64`; the public functions of the paper
+Importing attnlab changes nothing in the process, and neither does calling it: JAX's configuration, environment
+variables and other libraries stay as they were (:func:`run` scopes what it sets, :func:`attnlab.runtime.configured`).
+Bad input to :func:`run` raises :class:`AttnlabError`, one line, as the command line prints it. Presets run in float64 inside :func:`attnlab.runtime.x64`; the public functions of the paper
 packages do the same.
 """
 
 from attnlab.api import Run as Run
+from attnlab.errors import AttnlabError as AttnlabError
 from attnlab.api import presets as presets
 from attnlab.api import run as run
 from attnlab.registry import Check as Check
@@ -29,4 +31,4 @@ from attnlab.registry import resolve_config as resolve_config
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run", "presets", "Run", "Check", "Preset", "resolve_config"]
+__all__ = ["__version__", "run", "presets", "Run", "Check", "Preset", "resolve_config", "AttnlabError"]

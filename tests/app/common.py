@@ -1,7 +1,8 @@
 """What the command-line tests share: a tiny marion-manifold config and the one-line error check."""
 
-TINY = ["--set", "n_steps=400", "--set", "log_every=100", "--set", "n_repeats=2", "--set", "n_mc=200"]
-"""``--set`` overrides that make a marion-manifold run take a fraction of a second."""
+TINY = ["--set", "n_steps=1000", "--set", "log_every=100", "--set", "n_repeats=2", "--set", "n_mc=2000"]
+"""``--set`` overrides that make a marion-manifold run take a fraction of a second (and still reject its negative
+controls: with fewer steps the final iterate is too close to the initial point that serves as the control)."""
 
 
 def one_error_line(capsys) -> str:

@@ -59,7 +59,7 @@ def test_a_finished_run_of_another_config_needs_force(tmp_path, monkeypatch, cap
     (run / "config.json").write_text(json.dumps({"config_hash": "0123456789"}))
     (run / "summary.json").write_text("{}")
     assert main(["run", "marion-manifold", "--quick", "--out", "old", *TINY]) == 2
-    assert "use --force to replace it" in one_error_line(capsys)
+    assert "use --force to replace the files attnlab wrote" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize("seed", ["9223372036854775808", "18446744073709551616", str(10**40)])

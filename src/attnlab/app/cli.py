@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Annotated
 
@@ -244,13 +244,15 @@ def run(
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write the figures")] = True,
 ):
     """Run one preset and write config.json, data.zarr, summary.json and figures."""
+    from attnlab.app import ownership
     from attnlab.app.store import preflight
 
     p, config = _resolve(preset, quick, sets)
     # everything that can be checked before the run (output directory, memory) is, so that a bad --out or an
     # oversized config fails in a second with one line instead of after the simulation
-    preflight(p, config, seed, out_dir, force)
-    res = _run_one(p, config, seed, quick, out_dir, Path("results"), force, figures)
+    with ownership.writer_lock(out_dir) if out_dir is not None else nullcontext():
+        preflight(p, config, seed, out_dir, force)
+        res = _run_one(p, config, seed, quick, out_dir, Path("results"), force, figures)
     _print_checks({p.name: res})
     if not all(c["passed"] for c in res.summary.get("checks", [])):
         raise typer.Exit(1)

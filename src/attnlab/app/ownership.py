@@ -93,6 +93,8 @@ def remove_stale_temporaries(root: Path, depth: int = 3) -> int:
             continue
         for entry in entries:
             if is_temporary(entry):
+                if _key(_run_of_temporary(entry)) in _HELD:  # being written by this process
+                    continue
                 try:
                     with writer_lock(_run_of_temporary(entry), wait=False):
                         shutil.rmtree(entry, ignore_errors=True)
@@ -214,6 +216,17 @@ def commit_into(tmp: Path, run_dir: Path) -> None:
 
 # --- locks ---------------------------------------------------------------------------------------------------------
 
+def _key(path: Path) -> str:
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):
+        return os.path.abspath(path)
+
+
+_HELD: set[str] = set()
+"""The output paths whose lock this process holds."""
+
+
 def _lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"attnlab-locks-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 
@@ -222,10 +235,10 @@ def _lock_dir() -> Path:
 def writer_lock(path: Path, *, wait: bool = False, what: str = "writing to") -> Iterator[None]:
     """Hold the lock of the output ``path`` (resolved: a link and its target share one) for the block. With
     ``wait=False`` a lock held by another process raises :class:`AttnlabError` at once, in one line."""
-    try:
-        key = str(Path(path).resolve())
-    except (OSError, RuntimeError):
-        key = os.path.abspath(path)
+    key = _key(path)
+    if key in _HELD:  # this process holds it already (the command line around the store): re-entrant
+        yield
+        return
     directory = _lock_dir()
     try:
         directory.mkdir(mode=0o700, exist_ok=True)
@@ -239,7 +252,11 @@ def writer_lock(path: Path, *, wait: bool = False, what: str = "writing to") -> 
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             raise AttnlabError(f"another attnlab process is {what} {path}: run again when it has finished") from None
-        yield
+        _HELD.add(key)
+        try:
+            yield
+        finally:
+            _HELD.discard(key)
     finally:
         os.close(fd)
 

@@ -181,7 +181,7 @@ def check_output_dir(run_dir: Path, force: bool = False, digest: str | None = No
     if not run_dir.is_dir() or _is_empty_dir(run_dir):
         return
     if not ownership.is_attnlab_run(run_dir):
-        raise AttnlabError(f"output directory {run_dir} is not empty and is not an attnlab run: "
+        raise AttnlabError(f"output directory {run_dir} is not empty and is not a finished attnlab run: "
                            "it is left untouched; choose another --out")
     if digest is not None and not force and is_finished_run(run_dir) and not _finished_with_hash(run_dir, digest):
         raise AttnlabError(f"{run_dir} holds a finished run of a different config: choose another --out, or use "
