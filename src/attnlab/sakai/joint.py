@@ -75,6 +75,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import _validate as check
 from attnlab._random import bartlett, chi2, normal
 from attnlab.sakai.kernel import closed_form, token_kernel
 from attnlab.sakai.model import check_layers, check_model, layer_activation
@@ -176,12 +177,15 @@ def _stack(key, L, n, m: int, s: int, n_heads: int, layers: tuple, n_out: int, s
     return Y, C
 
 
-def _check(n_heads, n_tokens, n_samples, n_out, layers, scaling, readout=None):
+def _check(n_heads, n_tokens, n_samples, n_out, layers, scaling, readout=None, max_heads=None, chunk=None):
     check_model(n_heads=n_heads, n_tokens=n_tokens, n_samples=n_samples)
     if readout not in (None, "mean"):
         raise ValueError(f"readout must be None (every token) or 'mean' (each sequence's token mean); got {readout!r}")
-    if n_out < 1:
-        raise ValueError(f"n_out must be >= 1; got {n_out}")
+    check.count("n_out", n_out)
+    if max_heads is not None and check.count("max_heads", max_heads) < n_heads:
+        raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
+    if chunk is not None:
+        check.count("chunk", chunk)
     if scaling not in ("sqrt", "linear"):
         raise ValueError(f"scaling must be 'sqrt' (1/sqrt(n)) or 'linear' (1/n); got {scaling!r}")
     layers = check_layers(layers)
@@ -204,10 +208,11 @@ def sample_joint_limit(key, K, *, n_tokens: int, n_heads: int, layers=("attentio
     ``readout="mean"``: each sequence's mean over its tokens instead (Y (n_samples, m, 1, n_out), C (n_samples, m,
     m)): the features of a readout of the token mean.
     """
-    layers = _check(n_heads, n_tokens, n_samples, n_out, layers, scaling, readout)
+    layers = _check(n_heads, n_tokens, n_samples, n_out, layers, scaling, readout, max_heads, chunk)
     K = np.asarray(K, np.float64)
-    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] % n_tokens:
+    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] < 1 or K.shape[0] % n_tokens:
         raise ValueError(f"K must be M x M with M a multiple of n_tokens = {n_tokens}; got {K.shape}")
+    check.psd("K", K)
     lam, V = np.linalg.eigh(K)
     keep = lam > 1e-12 * max(float(lam.max()), 1e-300)  # the rank of K: r columns (dropped: below 1e-12 relative)
     L0 = V[:, keep] * np.sqrt(lam[keep]) if keep.any() else np.zeros((K.shape[0], 1))
@@ -242,10 +247,12 @@ def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples:
     erf layers before the last, the width is a traced value too, so one compiled program serves every (n, H).
     ``readout`` as in :func:`sample_joint_limit`.
     """
-    layers = _check(n_heads, np.shape(U)[1], n_samples, n_out, layers, scaling, readout)
-    U = np.asarray(U, np.float64)
-    m, s, d_in = U.shape
-    if math.isinf(n):
+    m, s, d_in = check.shape("U", U, (None, None, None))
+    layers = _check(n_heads, s, n_samples, n_out, layers, scaling, readout, max_heads, chunk)
+    if min(m, s, d_in) < 1:
+        raise ValueError(f"U must hold at least one sequence of one token of dimension >= 1; got shape {(m, s, d_in)}")
+    U = np.asarray(check.real("U", U), np.float64)
+    if isinstance(n, float) and n == math.inf:
         return sample_joint_limit(key, token_kernel(U), n_tokens=s, n_heads=n_heads, layers=layers,
                                   n_samples=n_samples, n_out=n_out, scaling=scaling, max_heads=max_heads,
                                   readout=readout, chunk=chunk)
@@ -300,6 +307,10 @@ def projection_excess_kurtosis(C, w) -> tuple[float, float]:
     """Excess kurtosis of ``w^T y`` under the Gaussian mixture ``y | C ~ N(0, C)`` from draws of C (N, M, M), and its
     standard error: ``3 Var(v)/E[v]^2`` with ``v = w^T C w`` (0 for a Gaussian; of order 1/H for one attention
     layer), the SE by the delta method on ``(E v, E v^2)``."""
+    N, M, _ = check.shape("C", C, (None, None, None))
+    check.shape("w", w, (M,))
+    if N < 2:
+        raise ValueError(f"C must hold at least 2 draws (for a standard error); got {N}")
     v = np.einsum("i,nij,j->n", np.asarray(w), np.asarray(C), np.asarray(w))
     m1, m2 = v.mean(), np.mean(v**2)
     grad = np.array([-6.0 * m2 / m1**3, 3.0 / m1**2])

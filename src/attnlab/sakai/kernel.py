@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import _validate as check
 from attnlab.sakai.model import check_layers
 
 __all__ = ["Kernel", "token_kernel", "as_kernel", "attention_kernel", "attention_blocks", "dense_kernel", "relu_kernel",
@@ -89,25 +90,34 @@ class Kernel(NamedTuple):
 
 
 def token_kernel(U) -> np.ndarray:
-    """The kernel of the embedded tokens ``K = U U^T/d_in`` (M x M), ``U`` (m, s, d_in): the limit Gram of
-    ``X_0 = U W_E/sqrt(d_in)`` with W_E (d_in x n) iid N(0, 1)."""
-    U = np.asarray(U, np.float64)
+    """The kernel of the embedded tokens ``K = U U^T/d_in`` (M x M), ``U`` (m, s, d_in) finite with m, s, d_in >= 1:
+    the limit Gram of ``X_0 = U W_E/sqrt(d_in)`` with W_E (d_in x n) iid N(0, 1)."""
+    m, s, d_in = check.shape("U", U, (None, None, None))
+    if min(m, s, d_in) < 1:
+        raise ValueError(f"U must hold at least one sequence of one token of dimension >= 1; got shape {(m, s, d_in)}")
+    U = np.asarray(check.real("U", U), np.float64)
     flat = U.reshape(-1, U.shape[-1])
     return flat @ flat.T / U.shape[-1]
 
 
 def as_kernel(K, n_tokens: int | None = None) -> Kernel:
-    """``K`` as a :class:`Kernel`: a Kernel is returned as it is, an (M, M) array becomes one exact replicate."""
+    """``K`` as a :class:`Kernel`: a Kernel is returned as it is (replicates (R, M, M), M a multiple of its
+    n_tokens), an (M, M) array becomes one exact replicate. Domain of an array: finite, symmetric, positive
+    semidefinite (a covariance of Gaussian pre-activations), M a multiple of ``n_tokens`` (an integer >= 1)."""
     if isinstance(K, Kernel):
+        s = check.count("K.n_tokens", K.n_tokens)
+        shape = np.shape(K.replicates)
+        if len(shape) != 3 or shape[1] != shape[2] or shape[0] < 1 or shape[1] % s:
+            raise ValueError(f"K.replicates must have shape (R, M, M) with M a multiple of n_tokens = {s}; got {shape}")
         return K
     if n_tokens is None:
         raise ValueError("n_tokens (the sequence length s) is needed for a kernel given as an array")
+    n_tokens = check.count("n_tokens", n_tokens)
     K = np.asarray(K, np.float64)
-    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] % n_tokens:
+    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] < 1 or K.shape[0] % n_tokens:
         raise ValueError(f"the kernel must be M x M with M a multiple of n_tokens = {n_tokens}; got {K.shape}")
-    if not np.all(np.isfinite(K)) or not np.allclose(K, K.T, rtol=1e-10, atol=1e-12):
-        raise ValueError("the kernel must be finite and symmetric")
-    return Kernel(K[None], int(n_tokens))
+    check.psd("the kernel K", K)
+    return Kernel(K[None], n_tokens)
 
 
 def _map(K: Kernel, fn) -> Kernel:
@@ -115,7 +125,10 @@ def _map(K: Kernel, fn) -> Kernel:
 
 
 def dense_kernel(K, weight_variance: float = 1.0, bias_variance: float = 0.0, *, n_tokens: int | None = None) -> Kernel:
-    """A dense layer (weights of variance ``weight_variance/n``, bias variance ``bias_variance``): ``w K + b``."""
+    """A dense layer (weights of variance ``weight_variance/n``, bias variance ``bias_variance``, both >= 0):
+    ``w K + b``."""
+    check.nonnegative("weight_variance", weight_variance)
+    check.nonnegative("bias_variance", bias_variance)
     return _map(as_kernel(K, n_tokens), lambda k: weight_variance * k + bias_variance)
 
 
@@ -231,10 +244,18 @@ def attention_blocks(K, ia, ib, *, key, n_tokens: int | None = None, n_points: i
     (R, P, s, s), the R randomised-QMC replicates (see :func:`attention_kernel`; a Kernel with R > 1 replicates is
     mapped replicate by replicate). For a rectangular block of the kernel (e.g. test against training sequences)."""
     K = as_kernel(K, n_tokens)
+    check.count("n_replicates", n_replicates)
+    n_points = check.count("n_points", n_points, minimum=2)
+    if n_points & (n_points - 1):
+        raise ValueError(f"n_points must be a power of 2 (the Sobol net's balance); got {n_points}")
+    check.count("chunk", chunk)
     s = K.n_tokens
     M = K.replicates.shape[-1]
     R = K.n_replicates if K.n_replicates > 1 else int(n_replicates)
     reps = np.broadcast_to(np.asarray(K.replicates), (R, M, M))
+    for name, idx in (("ia", ia), ("ib", ib)):
+        if not all(check.is_integer(i) for i in np.ravel(np.asarray(idx, dtype=object))):
+            raise ValueError(f"{name} must hold sequence indices (integers); got {idx!r}")
     ia, ib = np.asarray(ia, int).ravel(), np.asarray(ib, int).ravel()
     if ia.shape != ib.shape or (ia.size and (min(ia.min(), ib.min()) < 0 or max(ia.max(), ib.max()) >= M // s)):
         raise ValueError(f"ia and ib must be equal-length lists of sequence indices in [0, {M // s})")
@@ -265,6 +286,7 @@ def attention_kernel(K, *, key, n_tokens: int | None = None, n_points: int = 102
     Returns a :class:`Kernel` (its ``mean`` and ``se``).
     """
     K = as_kernel(K, n_tokens)
+    check.choice("scaling", scaling, ("sqrt", "linear"))
     s = K.n_tokens
     M = K.replicates.shape[-1]
     m = M // s
@@ -312,6 +334,7 @@ def pooled_kernel(K, readout: str = "mean", *, n_tokens: int | None = None) -> K
     """The m x m kernel of a scalar readout of each sequence: of the token mean (``readout="mean"``: the block means)
     or of the first token (``"first"``: entry (0, 0) of each block); a Kernel with s = 1."""
     K = as_kernel(K, n_tokens)
+    check.choice("readout", readout, ("mean", "first"))
     s = K.n_tokens
     m = K.replicates.shape[-1] // s
     r = np.asarray(K.replicates).reshape(-1, m, s, m, s)

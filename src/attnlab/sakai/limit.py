@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import _validate as check
 from attnlab._random import normal
 from attnlab.sakai.model import check_model
 from attnlab.sakai.sampler import _limit_gram, chunk_size, first_token_variance
@@ -83,6 +84,7 @@ def sample_limit_tokens(key, *, n_heads: int, n_tokens: int = 4, activation: str
                         n_out: int = 1):
     """Joint limit draws of all s tokens: ``(Y, C)`` with Y (n_samples, s, n_out), C (n_samples, s, s)."""
     check_model(n_heads=n_heads, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
+    check.count("n_out", n_out)
     return _limit_tokens(key, n_heads, n_tokens, activation, n_samples, n_out)
 
 
@@ -94,6 +96,9 @@ def limit_moments(n_tokens: int = 4, activation: str = "clip", n_heads=1, n_node
     The integrand is smooth, so ``n_nodes^s`` nodes converge quickly (s <= 5 supported: the grid has n_nodes^s points).
     """
     check_model(n_tokens=n_tokens, activation=activation)
+    if not (isinstance(n_heads, float) and n_heads == math.inf):
+        check.count("n_heads", n_heads)
+    check.count("n_nodes", n_nodes)
     if n_tokens > 5:
         raise ValueError(f"limit_moments uses a tensor grid and supports n_tokens <= 5; got {n_tokens}")
     x, wts = np.polynomial.hermite_e.hermegauss(n_nodes)

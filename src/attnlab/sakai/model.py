@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from attnlab import _validate as check
+
 __all__ = ["ACTIVATIONS", "CLIP", "LAYERS", "psi", "check_model", "check_layers", "layer_activation"]
 
 ACTIVATIONS = ("clip", "relu", "identity")
@@ -41,19 +43,19 @@ def psi(x, activation: str):
 
 def check_model(*, n: int | None = None, n_heads: int = 1, n_tokens: int = 1, activation: str = "clip",
                 head_width: int | None = None, n_samples: int = 1) -> None:
-    """Raise a one-line ValueError naming the first bad argument (sizes must be integers >= 1, psi known)."""
+    """Raise a one-line ValueError naming the first bad argument: sizes must be integers >= 1 (Python or NumPy, not
+    bools or floats), psi one of :data:`ACTIVATIONS`; None skips a size."""
     for name, value in (("width n", n), ("n_heads", n_heads), ("n_tokens", n_tokens), ("head_width", head_width),
                         ("n_samples", n_samples)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown input activation {activation!r}; expected one of {', '.join(ACTIVATIONS)}")
+        if value is not None:
+            check.count(name, value)
+    check.choice("input activation", activation, ACTIVATIONS)
 
 
 def check_layers(layers) -> tuple[str, ...]:
     """``layers`` as a tuple of names of :data:`LAYERS` (a one-line ValueError names the first unknown one)."""
+    if not isinstance(layers, (str, list, tuple)):
+        raise ValueError(f"layers must be a layer name or a sequence of them; got {layers!r}")
     layers = (layers,) if isinstance(layers, str) else tuple(layers)
     if not layers:
         raise ValueError("layers must name at least one layer")

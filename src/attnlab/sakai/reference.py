@@ -26,6 +26,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from attnlab import _validate as check
 from attnlab.sakai.model import check_layers, check_model, layer_activation, psi
 
 __all__ = ["reference_network", "sample_reference", "sample_reference_first", "sample_reference_scores",
@@ -100,9 +101,10 @@ def sample_reference(key, *, n: int, n_heads: int, n_tokens: int = 4, activation
     """
     check_model(n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation, head_width=head_width,
                 n_samples=n_samples)
-    if not 1 <= n_out <= n:
+    if check.count("n_out", n_out) > n:
         raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")
-    if max_heads is not None and max_heads < n_heads:
+    check.count("batch_size", batch_size)
+    if max_heads is not None and check.count("max_heads", max_heads) < n_heads:
         raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
     d = n if head_width is None else head_width
     H = n_heads if max_heads is None else max_heads
@@ -142,6 +144,8 @@ def sample_reference_first(key, *, n: int, n_heads: int, n_tokens: int = 4, acti
 
     check_model(n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation, head_width=head_width,
                 n_samples=n_samples)
+    if max_heads is not None and check.count("max_heads", max_heads) < n_heads:
+        raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
     d = n if head_width is None else head_width
     applies = (n_tokens <= width_native.MAX_TOKENS and activation in ("clip", "relu") and max(n, d) <= 100_000
                and jax.default_backend() == "cpu" and width_native.available())
@@ -160,6 +164,7 @@ def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str =
     Returns ``(g_sqrt, g_lin)``, each (n_samples,), from the same network draws.
     """
     check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
+    check.count("batch_size", batch_size)
 
     out = _reference_scores(key, n, n_tokens, activation, n_samples, min(batch_size, n_samples))
     return out[:, 0], out[:, 1]
@@ -225,8 +230,12 @@ def sample_reference_stack(key, U, *, n: int, n_heads: int, layers=("attention",
     covariance of an output feature, which :mod:`attnlab.sakai.kernel` gives as n -> infinity).
     """
     layers = check_layers(layers)
-    check_model(n=n, n_heads=n_heads, n_tokens=U.shape[1], n_samples=n_samples)
-    if not 1 <= n_out <= n:
+    m, s, d_in = check.shape("U", U, (None, None, None))
+    if min(m, d_in) < 1:
+        raise ValueError(f"U must hold at least one sequence of tokens of dimension >= 1; got shape {(m, s, d_in)}")
+    check.real("U", U)
+    check_model(n=n, n_heads=n_heads, n_tokens=s, n_samples=n_samples)
+    if check.count("n_out", n_out) > n:
         raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")
     if scaling not in ("sqrt", "linear"):
         raise ValueError(f"scaling must be 'sqrt' or 'linear'; got {scaling!r}")

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import _validate as check
 from attnlab._random import bartlett, chi2, normal
 from attnlab.sakai import native as width_native
 from attnlab.sakai.model import CLIP, check_model, psi
@@ -300,11 +301,16 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     ``"auto"`` (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16, the kernel compiled).
     """
     def as_num(w):
-        if isinstance(w, float) and math.isinf(w):
+        if isinstance(w, float) and w == math.inf:
             return w
-        if isinstance(w, bool) or int(w) != w:
-            raise ValueError(f"width n must be an integer >= 1 or math.inf; got {w!r}")
+        if not check.is_integer(w) or w < 1:
+            raise ValueError(f"every width must be an integer >= 1 or math.inf; got {w!r}")
         return int(w)
+
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__len__") or not len(widths):
+        raise ValueError(f"widths must be a nonempty sequence of widths; got {widths!r}")
+    if head_widths is not None and (not hasattr(head_widths, "__len__") or isinstance(head_widths, str)):
+        raise ValueError(f"head_widths must be a sequence of head widths, one per width; got {head_widths!r}")
 
     widths = tuple(as_num(w) for w in widths)
     head_widths = widths if head_widths is None else tuple(as_num(w) for w in head_widths)
@@ -320,7 +326,8 @@ def sample_first_token_sweep(key, *, widths, n_heads: int, n_tokens: int = 4, ac
     kinds = _sweep_kinds(widths, n_tokens, activation)
     hs = None
     if active_heads is not None:
-        if len(active_heads) != len(widths) or any(not 1 <= int(h) <= n_heads for h in active_heads):
+        if (not hasattr(active_heads, "__len__") or len(active_heads) != len(widths)
+                or any(not check.is_integer(h) or not 1 <= h <= n_heads for h in active_heads)):
             raise ValueError(f"active_heads must give one number in [1, n_heads] per width; got {active_heads!r}")
         hs = jnp.asarray(active_heads, jnp.float64)
     if _use_native(method, n_tokens, activation, kinds):
@@ -337,6 +344,7 @@ def sample_first_token(key, *, n: int, n_heads: int, n_tokens: int = 4, activati
     Same law as ``sample_reference(...)[:, 0, 0]`` (any output coordinate has the same law). Cost O(H s^2) per
     network, independent of n for clip/identity inputs; ReLU inputs cost O(s n) more (explicit X).
     """
+    check_model(n=n, head_width=head_width)
     y, v = sample_first_token_sweep(key, widths=(n,), n_heads=n_heads, n_tokens=n_tokens, activation=activation,
                                     head_widths=None if head_width is None else (head_width,), n_samples=n_samples,
                                     method=method)
@@ -439,8 +447,8 @@ def sample_tokens(key, *, n: int, n_heads: int, n_tokens: int = 4, activation: s
     """
     check_model(n=n, n_heads=n_heads, n_tokens=n_tokens, activation=activation, head_width=head_width,
                 n_samples=n_samples)
-    if n_out < 1:
-        raise ValueError(f"n_out must be >= 1; got {n_out}")
+    check.count("n_out", n_out)
+    check.count("chunk", chunk)
     d = n if head_width is None else head_width
 
     return _sample("tokens", (n, d, n_heads, n_tokens, activation, n_out), key, n_samples, chunk)
@@ -460,6 +468,7 @@ def sample_scores(key, *, n: int, n_tokens: int = 4, activation: str = "clip", n
     :func:`sample_scores_sweep`.
     """
     check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
+    check.count("chunk", chunk)
     if method != "jax":
         g, gl = sample_scores_sweep(key, widths=(n,), n_tokens=n_tokens, activation=activation, n_samples=n_samples,
                                     chunk=chunk, method=method)
@@ -485,9 +494,11 @@ def sample_scores_sweep(key, *, widths, n_tokens: int = 4, activation: str = "cl
     numbers of the same law); ``"auto"``
     (default) takes ``"native"`` where it is available (CPU, n_tokens <= 16, the kernel compiled).
     """
-    widths = tuple(int(n) for n in widths)
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__len__") or not len(widths):
+        raise ValueError(f"widths must be a nonempty sequence of widths; got {widths!r}")
     for n in widths:
         check_model(n=n, n_tokens=n_tokens, activation=activation, n_samples=n_samples)
+    widths = tuple(int(n) for n in widths)
     kinds = _sweep_kinds(widths, n_tokens, activation)
     if _use_native(method, n_tokens, activation, kinds):
         seed = width_native.seed_from_key(key)
