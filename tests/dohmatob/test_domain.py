@@ -37,7 +37,8 @@ def test_mc_risk_refuses_mu_above_one_and_a_negative_sample_size(key):
         dohmatob.mc_risk(key, DohmatobOverlaps(1.5, 0.0, 0.0, 0.0, 0.0), MODEL, 1000)
     with pytest.raises(ValueError, match="^n must be an integer >= 2; got -5$"):
         dohmatob.mc_risk(key, DohmatobOverlaps(1.0, 0.0, 0.0, 0.0, 0.0), MODEL, -5)
-    with pytest.raises(ValueError, match=r"^o must be an attnlab\.slr\.DohmatobOverlaps .* got Overlaps \(convert with \.to_dohmatob\(\)\)$"):
+    with pytest.raises(ValueError, match=r"^o must be an attnlab\.slr\.DohmatobOverlaps .* got Overlaps "
+                                         r"\(convert with \.to_dohmatob\(\)\)$"):
         dohmatob.mc_risk(key, Overlaps(1.0, 0.0, 0.0, 0.0, 0.0), MODEL, 100)
 
 

@@ -67,7 +67,8 @@ def test_realisable_overlaps_pass_up_to_round_off_and_in_batches(key):
 
 
 def test_the_overlaps_of_the_other_notation_are_refused():
-    with pytest.raises(ValueError, match=r"^o must be an attnlab\.slr\.Overlaps .* got DohmatobOverlaps \(convert with \.to_marion\(\)\)$"):
+    with pytest.raises(ValueError, match=r"^o must be an attnlab\.slr\.Overlaps .* got DohmatobOverlaps "
+                                         r"\(convert with \.to_marion\(\)\)$"):
         slr.frame_coordinates(DohmatobOverlaps(0.1, 0.2, 0.0, 0.0, 0.0))
 
 
