@@ -69,6 +69,9 @@ VARIANT_SIZES = (50_000, 200_000)
 """The sizes at which --short measures the Pallas variants (the float64 check at the first, the rate at the last)."""
 EXP2_PER_CLOCK = 16
 """exp2 per clock per multiprocessor of the special-function units (MUFU.EX2) of NVIDIA's Volta to Hopper GPUs."""
+KNOWN_CARDS = {"NVIDIA H100 80GB HBM3": (132, 1980.0), "NVIDIA H200": (132, 1980.0), "NVIDIA H100 PCIe": (114, 1755.0)}
+"""device_kind -> (multiprocessors, maximum SM clock in MHz) by NVIDIA's datasheets: used only where the device
+does not say."""
 PALLAS_VARIANTS = (  # (block_q, block_k, num_warps, prefetch, exp_split, mufu), the most telling first
     (64, 32, 4, False, (0, 1), "exp2"),  # the default
     (64, 32, 4, True, (0, 1), "exp2"),
@@ -144,16 +147,19 @@ def _nvidia_smi(query: str) -> str | None:
 
 
 def exp_bound(device) -> dict:
-    """The card's exp bound: multiprocessors (JAX's ``core_count``, else none) x EXP2_PER_CLOCK x the maximum SM
-    clock (``nvidia-smi``), with both inputs; empty of the bound where either is missing (a CPU)."""
+    """The card's exp bound: multiprocessors (JAX's ``core_count``, else :data:`KNOWN_CARDS`) x EXP2_PER_CLOCK x
+    the maximum SM clock (``nvidia-smi``, else :data:`KNOWN_CARDS`), with both inputs and where each came from;
+    without the bound where either is missing (a CPU)."""
     out: dict = {"exp2_per_clock_per_sm": EXP2_PER_CLOCK}
-    sms = getattr(device, "core_count", None) if device.platform == "gpu" else None
-    out["sm_count"] = int(sms) if sms else None
+    gpu = device.platform == "gpu"
+    known = KNOWN_CARDS.get(device.device_kind, (None, None)) if gpu else (None, None)
+    sms = getattr(device, "core_count", None) if gpu else None
+    out["sm_count"], out["sm_count_from"] = (int(sms), "jax") if sms else (known[0], "table" if known[0] else None)
     clock = _nvidia_smi("clocks.max.sm")
     try:
-        out["sm_clock_max_mhz"] = float(clock) if clock else None
-    except ValueError:
-        out["sm_clock_max_mhz"] = None
+        out["sm_clock_max_mhz"], out["sm_clock_from"] = float(clock), "nvidia-smi"
+    except (TypeError, ValueError):
+        out["sm_clock_max_mhz"], out["sm_clock_from"] = known[1], ("table" if known[1] else None)
     if out["sm_count"] and out["sm_clock_max_mhz"]:
         out["exp_bound_per_s"] = out["sm_count"] * EXP2_PER_CLOCK * out["sm_clock_max_mhz"] * 1e6
     return out
@@ -440,9 +446,10 @@ def _timing_fields(record: dict) -> dict:
         low = k.lower()
         if k == "elapsed_s":
             continue
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and (low.endswith("_s") or "time" in low):
+        timely = low.endswith("_s") or "time" in low or "timing" in low
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and timely:
             out[k] = v
-        elif isinstance(v, dict) and ("time" in low or "split" in low or low.endswith("_s")):
+        elif isinstance(v, dict) and (timely or "split" in low):
             out[k] = v
     return out
 
@@ -697,8 +704,8 @@ def summarise(res: dict) -> dict:
     s: dict = {"device": res.get("environment", {}).get("nvidia_smi")}
     kern = res.get("kernels", {})
     k, t = kern.get("sizes", {}), res.get("sdpa", {}).get("sizes", {})
-    s["exp_bound"] = {key: kern.get(key) for key in ("sm_count", "sm_clock_max_mhz", "exp2_per_clock_per_sm",
-                                                     "exp_bound_per_s")}
+    s["exp_bound"] = {key: kern.get(key) for key in ("sm_count", "sm_count_from", "sm_clock_max_mhz", "sm_clock_from",
+                                                     "exp2_per_clock_per_sm", "exp_bound_per_s")}
     for n, row in k.items():
         ours, paper = row.get("step_gpairs_per_s"), t.get(n, {}).get("paper_gpairs_per_s")
         variants = row.get("variants", {})

@@ -1,7 +1,7 @@
 """The Pallas kernel's exponentials (attnlab.bruno.attention_gpu): the polynomial 2^f's error bound from its
 coefficients, exp2_poly in float32 against float64 (near 0, at half-integers, down to and past the underflow
-clamp), and the kernel in Pallas's interpreter with part or all of its exp2's from the polynomial against the same
-sums in float64."""
+clamp), and the kernel (compiled on a GPU, in Pallas's interpreter elsewhere) with part or all of its exp2's from
+the polynomial against the same sums in float64."""
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +14,8 @@ from attnlab.bruno.initial import uniform_sphere
 
 pytestmark = pytest.mark.jax_path
 
+INTERPRET = jax.default_backend() != "gpu"
+"""The kernel itself on a GPU (Triton), Pallas's interpreter elsewhere."""
 POLY_BOUND = 1.1e-7
 """Max relative error of p(f) = sum_i c_i f^i against 2^f over [-1/2, 1/2] in exact arithmetic (1.05e-7 measured
 over every float32 f; the reduction t = round(t) + f puts f there, so this is the polynomial's whole range)."""
@@ -76,7 +78,7 @@ def test_kernel_with_polynomial_exponentials_matches_float64(key, exp_split, muf
         q2, m2, x, u = _inputs(key, 333, beta)
         t_min = float(jnp.min(q2 @ x.T - m2[:, None]))
         run = lambda split, mufu, pf=False: np.asarray(shifted_sums(  # noqa: E731
-            q2, m2, x, u, block_q=32, block_k=16, exp_split=split, mufu=mufu, prefetch=pf, interpret=True), np.float64)
+            q2, m2, x, u, block_q=32, block_k=16, exp_split=split, mufu=mufu, prefetch=pf, interpret=INTERPRET), np.float64)
         acc = run(exp_split, mufu, prefetch)
         ref = _sums64(q2, m2, x, u)
         a, a64 = acc[:, :3] / acc[:, 3:], ref[:, :3] / ref[:, 3:]
@@ -95,7 +97,7 @@ def test_kernel_rows_that_underflow_still_read_as_underflowed(key):
     m_low = m2 + 300.0  # every t_ij <= -300 + 0
     for exp_split in ((0, 1), (1, 1), (1, 2)):
         acc = np.asarray(shifted_sums(q2, m_low, x, u, block_q=32, block_k=16, exp_split=exp_split,
-                                      interpret=True))
+                                      interpret=INTERPRET))
         assert np.all(np.isfinite(acc)) and np.all(acc[:, 3] < 2.0**-60)
 
 
@@ -103,7 +105,7 @@ def test_kernel_options_are_checked():
     q2 = jnp.zeros((8, 3), jnp.float32)
     u = jnp.ones((8, 4), jnp.float32)
     with pytest.raises(ValueError, match="exp_split"):
-        shifted_sums(q2, jnp.zeros(8, jnp.float32), q2, u, exp_split=(3, 2), interpret=True)
+        shifted_sums(q2, jnp.zeros(8, jnp.float32), q2, u, exp_split=(3, 2), interpret=INTERPRET)
     with pytest.raises(ValueError, match="mufu"):
-        shifted_sums(q2, jnp.zeros(8, jnp.float32), q2, u, mufu="fast", interpret=True)
+        shifted_sums(q2, jnp.zeros(8, jnp.float32), q2, u, mufu="fast", interpret=INTERPRET)
     assert MUFU == ("exp2", "ftz")
