@@ -17,14 +17,17 @@ entry points), :mod:`attnlab.registry` (the catalogue, :func:`~attnlab.registry.
 
 Importing attnlab changes nothing in the process, and neither does calling it: JAX's configuration, environment
 variables and other libraries stay as they were (:func:`run` scopes what it sets, :func:`attnlab.runtime.configured`).
-Bad input to :func:`run` raises :class:`AttnlabError`, one line, as the command line prints it. Presets run in float64 inside :func:`attnlab.runtime.x64`; the public functions of the paper
-packages do the same.
+Bad input to :func:`run` raises :class:`AttnlabError`, one line, as the command line prints it. Presets run in
+float64 inside :func:`attnlab.runtime.x64`; the public functions of the paper packages do the same.
+
+Extending attnlab: :mod:`attnlab.extend` (the API a plugin registers, checks and plots with) and
+:mod:`attnlab.testing` (the conformance kit).
 """
 
 from attnlab.api import Run as Run
-from attnlab.errors import AttnlabError as AttnlabError
 from attnlab.api import presets as presets
 from attnlab.api import run as run
+from attnlab.errors import AttnlabError as AttnlabError
 from attnlab.registry import Check as Check
 from attnlab.registry import Preset as Preset
 from attnlab.registry import resolve_config as resolve_config

@@ -3,7 +3,9 @@
 A :class:`Preset` holds a config class with per-preset defaults and quick-size overrides, and three functions:
 
 * ``run(config, key, progress) -> xarray.Dataset`` (the simulation and the theory, with named dims and units);
-* ``summarize(dataset, config) -> (metrics, checks)`` (reads only the dataset);
+* ``summarize(dataset, config) -> (metrics, checks)`` (reads only the dataset): metrics are finite numbers, or None
+  where one does not apply to the config (a standard error of a single repeat); a NaN or infinite metric fails the
+  run;
 * ``plot(dataset, config) -> {name: matplotlib Figure}`` (reads only the dataset);
 * optionally ``animate(dataset, path)``, which writes an animated GIF of the run to ``path``;
 * optionally ``finding(metrics, config)``, the run's result in one line of words;
@@ -11,16 +13,19 @@ A :class:`Preset` holds a config class with per-preset defaults and quick-size o
 * optionally ``prerequisite(config)``, why it cannot run here (a missing local input or optional extra);
 * optionally ``memory(config)``, an upper bound of the bytes a run takes (else the paper's ``memory`` module's).
 
-Each paper's folder has a ``presets`` module that registers its presets with :func:`register` when imported;
-:func:`all_presets` imports those of :data:`PAPERS`. :func:`resolve_config` is the one place where a preset's
+Each paper's folder has a ``presets`` module that registers its presets with :func:`register` when imported, and
+is declared as an entry point of the group :data:`ENTRY_POINT_GROUP` (``attnlab.presets``) in attnlab's
+``pyproject.toml``; a plugin's distribution declares its own the same way (:mod:`attnlab.extend`).
+:func:`all_presets` loads every entry point of the group. :func:`resolve_config` is the one place where a preset's
 defaults, its quick sizes and the user's overrides are merged: the CLI, the sweeps, :func:`attnlab.run` and the
 tests all build their configs through it.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +35,8 @@ import numpy as np
 from attnlab.config import ExperimentConfig, validate_config
 from attnlab.errors import AttnlabError
 
-__all__ = ["PAPERS", "Check", "mean_se", "Preset", "register", "get_preset", "all_presets", "resolve_config", "unmet"]
+__all__ = ["PAPERS", "ENTRY_POINT_GROUP", "Check", "mean_se", "Preset", "register", "contract_problems", "get_preset",
+           "all_presets", "resolve_config", "unmet"]
 
 PAPERS: tuple[str, ...] = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
 """The paper folders, in the order of the catalogue; preset names start with their paper (``marion-manifold``)."""
@@ -219,34 +225,131 @@ class Preset:
     one is refused by :func:`resolve_config` in one line, instead of giving a run that differs only by its hash."""
 
 
+ENTRY_POINT_GROUP = "attnlab.presets"
+"""The entry-point group through which installed distributions register presets: each entry point's name is a
+paper's, its value a module that registers the paper's presets when imported (or a function returning them).
+attnlab's own papers are declared in its ``pyproject.toml`` in this group."""
+
 _REGISTRY: dict[str, Preset] = {}
+_LOADED: set[str] = set()  # entry points already loaded (by "name=value")
+_NAME = re.compile(r"[a-z][a-z0-9_]*(-[a-z0-9_.]+)+")
+
+
+def contract_problems(preset: Preset) -> list[str]:
+    """What keeps ``preset`` from being registered (empty when it follows the record's contract): a name
+    ``paper-experiment`` that starts with its paper, a config class derived from :class:`ExperimentConfig` whose
+    fields all have defaults, defaults, quick sizes and ``unused`` fields among its fields, and callables where
+    functions are expected."""
+    problems = []
+    if not isinstance(preset, Preset):
+        return [f"{preset!r} is not an attnlab.extend.Preset"]
+    if not isinstance(preset.name, str) or not _NAME.fullmatch(preset.name):
+        problems.append(f"name {preset.name!r} is not lower-case 'paper-experiment'")
+    elif not isinstance(preset.paper, str) or preset.name.split("-", 1)[0] != preset.paper:
+        problems.append(f"name {preset.name!r} does not start with its paper {preset.paper!r} and a '-'")
+    for label in ("citation", "figure", "description"):
+        if not isinstance(getattr(preset, label), str):
+            problems.append(f"{label} is not a string")
+    cls = preset.config_cls
+    if not (isinstance(cls, type) and issubclass(cls, ExperimentConfig)):
+        problems.append("config_cls is not a subclass of attnlab.extend.ExperimentConfig")
+    else:
+        fields = set(cls.model_fields)
+        problems += [f"config field {n!r} has no default" for n, f in cls.model_fields.items() if f.is_required()]
+        for label in ("defaults", "quick", "unused"):
+            unknown = sorted(set(getattr(preset, label)) - fields)
+            if unknown:
+                problems.append(f"{label} name fields the config class does not have: {', '.join(unknown)}")
+    for label in ("run", "summarize", "plot"):
+        if not callable(getattr(preset, label)):
+            problems.append(f"{label} is not callable")
+    for label in ("animate", "finding", "implementations", "prerequisite", "memory"):
+        value = getattr(preset, label)
+        if value is not None and not callable(value):
+            problems.append(f"{label} is neither None nor callable")
+    return problems
 
 
 def register(preset: Preset) -> Preset:
-    """Add ``preset`` to the catalogue (a name can be registered once)."""
+    """Add ``preset`` to the catalogue: a name can be registered once, and the record must follow the contract
+    (:func:`contract_problems`); else ``ValueError``, one line."""
+    problems = contract_problems(preset)
+    if problems:
+        raise ValueError(f"preset {getattr(preset, 'name', preset)!r} breaks the contract: {'; '.join(problems)}")
     if preset.name in _REGISTRY:
         raise ValueError(f"preset {preset.name!r} registered twice")
     _REGISTRY[preset.name] = preset
     return preset
 
 
-def _load(paper: str) -> None:
-    importlib.import_module(f"attnlab.{paper}.presets")
+def _entry_points(paper: str | None = None) -> list:
+    return [ep for ep in _group() if paper is None or ep.name == paper]
+
+
+@functools.cache
+def _group() -> tuple:
+    """The entry points of :data:`ENTRY_POINT_GROUP`, read once per process from the installed distributions."""
+    from importlib import metadata
+
+    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    if not any(_distribution(ep) == "attnlab" for ep in found):
+        # attnlab run from a source tree that pip never installed (PYTHONPATH=src): its own papers have no metadata,
+        # so they are declared here as pyproject.toml declares them
+        found = [metadata.EntryPoint(p, f"attnlab.{p}.presets", ENTRY_POINT_GROUP) for p in PAPERS] + found
+    seen, unique = set(), []
+    for ep in found:  # a distribution seen twice on sys.path (an editable install beside a wheel) counts once
+        if (ep.name, ep.value) not in seen:
+            seen.add((ep.name, ep.value))
+            unique.append(ep)
+    order = {p: i for i, p in enumerate(PAPERS)}
+    unique.sort(key=lambda ep: (order.get(ep.name, len(order)), ep.name))
+    return tuple(unique)
+
+
+def _distribution(ep) -> str:
+    dist = getattr(ep, "dist", None)
+    return (dist.metadata["Name"] or "?") if dist is not None else "attnlab"
+
+
+def _warn(text: str) -> None:
+    import sys
+
+    print(" ".join(text.split()), file=sys.stderr)
+
+
+def _load_entry_point(ep) -> None:
+    """Load one entry point of :data:`ENTRY_POINT_GROUP` once; a failure (import error, a preset breaking the
+    contract or registered twice) costs one line on stderr naming the entry point and its distribution, and the
+    presets registered before it stay."""
+    key = f"{ep.name}={ep.value}"
+    if key in _LOADED:
+        return
+    _LOADED.add(key)
+    try:
+        obj = ep.load()
+        if callable(obj) and not isinstance(obj, type):
+            for preset in obj() or ():
+                register(preset)
+    except Exception as e:  # a plugin's fault must not stop attnlab's own presets
+        _warn(f"attnlab: ignoring the presets of entry point {ep.name!r} ({ep.value}) of distribution "
+              f"{_distribution(ep)!r}: {type(e).__name__}: {e}")
 
 
 def all_presets() -> dict[str, Preset]:
-    """Every registered preset, by name, papers in the order of :data:`PAPERS`."""
-    for paper in PAPERS:
-        _load(paper)
+    """Every registered preset, by name: the papers of every installed distribution's entry points
+    (:data:`ENTRY_POINT_GROUP`), attnlab's own first, in the order of :data:`PAPERS`."""
+    for ep in _entry_points():
+        _load_entry_point(ep)
     return dict(_REGISTRY)
 
 
 def get_preset(name: str) -> Preset:
-    """The preset ``name``. Only its paper's ``presets`` module is imported (a Dask worker or an ``attnlab run``
-    process then skips importing the other papers' dependencies)."""
-    paper = name.split("-", 1)[0]
-    if name not in _REGISTRY and paper in PAPERS:
-        _load(paper)
+    """The preset ``name``. Only its paper's entry point is loaded (a Dask worker or an ``attnlab run`` process then
+    skips importing the other papers' dependencies), or every one when no paper has that name."""
+    paper = name.split("-", 1)[0] if isinstance(name, str) else ""
+    if name not in _REGISTRY:
+        for ep in _entry_points(paper):
+            _load_entry_point(ep)
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name not in all_presets():

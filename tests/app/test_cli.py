@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
+from attnlab.app.ownership import MANIFEST
+
 from attnlab.app.cli import main
 from attnlab.registry import all_presets
 
@@ -93,7 +95,7 @@ def test_run_writes_a_complete_directory_and_reuses_it(tmp_path, monkeypatch, ca
     for c in summary["checks"]:
         assert set(c) >= {"name", "theory", "simulation", "abs_error", "tolerance", "passed"}
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["seed"] == 0 and config["config"]["n_steps"] == 400 and "jax" in config["versions"]
+    assert config["seed"] == 0 and config["config"]["n_steps"] == 1000 and "jax" in config["versions"]
     ds = xr.open_zarr(run_dir / "data.zarr")
     assert ds.kappa.dims == ("step", "repeat") and "units" in ds.excess_risk.attrs
     mtime = (run_dir / "summary.json").stat().st_mtime_ns
@@ -110,10 +112,10 @@ def test_run_writes_a_complete_directory_and_reuses_it(tmp_path, monkeypatch, ca
 
 def test_out_dir_holds_the_files_directly(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "marion-sgd", "--quick", "--out", "mine", "--no-figures", *TINY]) == 0
+    assert main(["run", "marion-manifold", "--quick", "--out", "mine", "--no-figures", *TINY]) == 0
     assert (tmp_path / "mine" / "summary.json").is_file()
     # --no-figures: data, summary and config only
-    assert {p.name for p in (tmp_path / "mine").iterdir()} == {"config.json", "summary.json", "data.zarr"}
+    assert {p.name for p in (tmp_path / "mine").iterdir()} == {"config.json", "summary.json", "data.zarr", MANIFEST}
     assert json.loads((tmp_path / "mine" / "summary.json").read_text())["figures"] == []
     assert not (tmp_path / "results").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]
@@ -221,10 +223,18 @@ def test_reproduce_quick_runs_every_preset_and_writes_the_report(reproduced):
 
 def test_reproduce_again_reuses_finished_runs(reproduced, capsys):
     rc, out = reproduced
+    run_dir = next(p for p in (out / next(iter(_paper()))).iterdir() if not p.name.startswith("."))
+    mine = {out / "notes.md": "beside the report", run_dir / "notes.md": "inside a run",
+            out / "figs" / ".cache.tmp-keep" / "f": "a hidden cache"}
+    for path, text in mine.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     t0 = time.perf_counter()
     assert main(["reproduce", PAPER, "--quick", "--out", str(out)]) == 0
     assert time.perf_counter() - t0 < 30
     assert capsys.readouterr().err.count("reusing") == len(_paper())
+    assert all(path.read_text() == text for path, text in mine.items())
+    assert "written by attnlab" in (out / "report.md").read_text()
 
 
 def test_module_entry_point_exists():

@@ -156,3 +156,37 @@ def test_sweep_accepts_valid_grids_or_rejects_them_in_one_line(stubbed, capsys, 
                 _assert_valid_config(resolve_config(PRESET, quick=True, overrides=dict(task.overrides)))
             return
         _check_rejection(rc, capsys.readouterr().err, root, before)
+
+
+api_values = st.one_of(st.sampled_from([math.inf, -math.inf, math.nan, 1e300, -1, 0, 1, 2, 0.5, 400, True, False, None,
+                                        "x", "", [], [1, 2], (), {}, 2**64, -2**64, b"1"]),
+                       st.integers(-2**70, 2**70), st.floats(), st.text(max_size=6))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(overrides=st.dictionaries(st.one_of(st.sampled_from(FIELDS), st.sampled_from(JUNK_KEYS[2:])), api_values,
+                                 max_size=3),
+       seed=api_values, quick=st.one_of(st.booleans(), api_values), force=st.one_of(st.booleans(), api_values),
+       out=st.one_of(st.none(), outs, st.integers(), st.floats()))
+def test_the_api_validates_its_arguments_as_the_command_line_does(monkeypatch, overrides, seed, quick, force, out):
+    """attnlab.run: every draw is run (here: reaches the stubbed computation with a valid config and seed) or refused
+    with a one-line AttnlabError; never another exception."""
+    import attnlab
+    import attnlab.api as api
+    from attnlab.errors import AttnlabError
+
+    monkeypatch.setattr(api, "execute", lambda preset, config, seed, progress=None: _reached_run(preset, config, seed))
+    monkeypatch.setattr(store, "run_preset", _reached_run)
+    with _sandbox() as root:
+        before = _snapshot(root)
+        try:
+            attnlab.run(PRESET, quick=quick, seed=seed, out=out, force=force, **overrides)
+        except Reached as r:
+            event("accepted")
+            assert isinstance(r.kwargs["seed"], int) and 0 <= r.kwargs["seed"] <= store.MAX_SEED
+            assert isinstance(quick, bool) and isinstance(force, bool)
+            _assert_valid_config(r.kwargs["config"])
+        except AttnlabError as e:
+            event("rejected")
+            assert len(str(e).splitlines()) == 1, str(e)
+            assert _snapshot(root) == before

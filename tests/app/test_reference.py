@@ -11,6 +11,7 @@ import pytest
 
 import attnlab
 from attnlab.app.cli import app, main
+from attnlab.app.ownership import MANIFEST
 from attnlab.errors import AttnlabError
 from attnlab.registry import all_presets, resolve_config
 
@@ -198,7 +199,7 @@ def test_plot_redraws_the_figures_and_changes_nothing_else(tmp_path, capsys, fin
     assert "2 figure files written" in capsys.readouterr().out
     # again: the files are replaced, nothing is left behind
     assert main(["plot", str(run_dir)]) == 0
-    assert {p.name for p in run_dir.iterdir()} == {"config.json", "summary.json", "data.zarr", *new}
+    assert {p.name for p in run_dir.iterdir()} == {"config.json", "summary.json", "data.zarr", MANIFEST, *new}
 
 
 def test_plot_failure_leaves_the_old_figures_and_no_temporary(tmp_path, monkeypatch, capsys, finished):

@@ -42,7 +42,8 @@ def _results(tmp_path):
 
 def test_check_summary_counts_statuses_and_controls(tmp_path):
     n = check_summary(_results(tmp_path))
-    assert n == {"checks": 4, "passed": 2, "failed": 1, "not evaluated": 1, "controls": 2, "rejected": 1}
+    assert n == {"checks": 4, "passed": 2, "failed": 1, "not evaluated": 1, "inconclusive": 0, "controls": 2,
+                 "rejected": 1}
 
 
 def test_report_opens_with_when_and_how_and_the_summary(tmp_path):

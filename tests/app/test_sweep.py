@@ -106,11 +106,18 @@ def test_one_worker_and_two_workers_give_identical_results(two_worker_sweep, tmp
 
 def test_rerun_resumes_by_reusing_finished_tasks(two_worker_sweep, capsys):
     rc, out = two_worker_sweep
+    run_dir = next((out / "marion-manifold").iterdir())
+    mine = {out / "notes.md": "beside the sweep", out / "analysis" / ".cache.tmp-keep" / "f": "a hidden cache",
+            run_dir / "notes.md": "inside a task's run"}
+    for path, text in mine.items():  # the user's files, where older clean-up patterns reached
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     t0 = time.perf_counter()
     assert _sweep(out) == 0
     assert "4 reused" in capsys.readouterr().out
     assert set(np.unique(_open(out).status.values)) == {"reused"}
     assert time.perf_counter() - t0 < 60
+    assert all(path.read_text() == text for path, text in mine.items())
 
 
 def _flaky_task(task, root):

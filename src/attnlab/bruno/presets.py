@@ -450,8 +450,8 @@ def summarize(ds: xr.Dataset, cfg: BrunoConfig):
         thr = cfg.cluster_c / math.sqrt(float(ds.attrs["beta"]))
         merged = np.flatnonzero(pair < thr)
         # pairing merge: the tracked modes of the closest pair come within the cluster threshold angle
-        metrics["first_merge_time"] = float(t[merged[0]]) if merged.size else float("nan")
-        metrics["first_merge_bracket_low"] = float(t[merged[0] - 1]) if merged.size and merged[0] else float("nan")
+        metrics["first_merge_time"] = float(t[merged[0]]) if merged.size else None
+        metrics["first_merge_bracket_low"] = float(t[merged[0] - 1]) if merged.size and merged[0] else None
         metrics["closest_pair_angle_final"] = float(pair[-1])
         if merged.size and merged[0] and "t_pairing_from_modes" in ds.attrs:
             lo, hi = float(t[merged[0] - 1]), float(t[merged[0]])

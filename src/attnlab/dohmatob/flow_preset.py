@@ -186,7 +186,7 @@ def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
     nontrivial = ~ds.sp_trivial.values
     scale = np.maximum(np.abs(ds.sp_eig_min.values), np.abs(ds.sp_eig_max.values))
     metrics["field_max_at_trivial_points"] = float(ds.sp_field_norm.values[~nontrivial].max()) \
-        if (~nontrivial).any() else float("nan")
+        if (~nontrivial).any() else None
     metrics["n_nontrivial_stationary_points"] = float(nontrivial.sum())
     name = "field at the stationary points where it does not vanish by algebra (max |F|)"
     if nontrivial.any():

@@ -292,8 +292,8 @@ def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
     mf, mc, se = last.mean_field_risk.values, last.test_excess_risk.values, last.test_excess_risk_se.values
     sel = last.p_mu.values > P_LOCATED
     gap = np.abs(mf - mc)
-    metrics["mean_field_vs_mc_max_gap_p_above_0_99"] = float(gap[sel].max()) if sel.any() else float("nan")
-    metrics["mean_field_vs_mc_max_gap_p_above_0_99_in_se"] = float((gap / se)[sel].max()) if sel.any() else float("nan")
+    metrics["mean_field_vs_mc_max_gap_p_above_0_99"] = float(gap[sel].max()) if sel.any() else None
+    metrics["mean_field_vs_mc_max_gap_p_above_0_99_in_se"] = float((gap / se)[sel].max()) if sel.any() else None
     metrics["n_final_iterates_p_above_0_99"] = float(sel.sum())
     located = _located(last.mu.values, cfg)
     metrics["n_final_iterates_located_5_sigma"] = float(located.sum())
@@ -301,7 +301,7 @@ def summarize_rgd(ds: xr.Dataset, cfg: RGDConfig):
     d_big = int(ds.mc_risk_d_check.attrs["d"])
     gap_big = np.abs(ds.mean_field_risk_d_check.values - ds.mc_risk_d_check.values)
     metrics[f"mean_field_vs_mc_max_gap_p_above_0_99_at_d_{d_big}"] = (
-        float(gap_big[sel].max()) if sel.any() else float("nan"))
+        float(gap_big[sel].max()) if sel.any() else None)
 
     checks = []
     # (1) mean field vs Monte Carlo where its premise holds: located final iterates and the oracle (u*, v*).

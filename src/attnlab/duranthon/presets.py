@@ -131,7 +131,8 @@ def _finding_sample_complexity(m, cfg) -> str:
 
 def _finding_low_snr(m, cfg) -> str:
     return (f"{100 * m['fixed_points_converged_fraction']:.0f}% of the replica points converge along the lambda path; "
-            f"largest replica-ERM gap {m['theory_vs_simulation_max_abs_gap']:.3g}")
+            + (f"largest replica-ERM gap {m['theory_vs_simulation_max_abs_gap']:.3g}"
+               if m.get("theory_vs_simulation_max_abs_gap") is not None else "no replica-ERM pair to compare"))
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -180,7 +180,7 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
                                     control=f"the replica curve at the wrong alpha ({wrong:g})" if wrong else "",
                                     control_theory=float(ds.replica_test_error.sel(activation=a, alpha=wrong))
                                     if wrong else None))
-    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else None
     if ds.attrs.get("lambda_optimal"):
         checks.extend(_lambda_star_checks(ds, metrics))
     _erm_status(ds, metrics)
@@ -342,7 +342,7 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                             js = q.replica_jump.sel(jump=f"jump_{sec}_se").values[cvx]
                             ok = np.isfinite(j) & (js > 0)
                             convex_z.extend(np.abs(j[ok]) / js[ok])
-    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else float("nan")
+    metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else None
     metrics["jump_max_z_where_convex"] = float(max(convex_z)) if convex_z else float("nan")
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:

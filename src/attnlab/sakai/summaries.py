@@ -99,7 +99,7 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
         metrics[f"kde_kl_mean_{tag}"] = float(F.kde_kl.mean())
         metrics[f"ln_kde_kl_mean_{tag}"] = float(np.log(F.kde_kl.mean()))
         S = F.kde_kl.size
-        metrics[f"kde_kl_se_{tag}"] = float(F.kde_kl.std(ddof=1) / math.sqrt(S)) if S > 1 else float("nan")
+        metrics[f"kde_kl_se_{tag}"] = float(F.kde_kl.std(ddof=1) / math.sqrt(S)) if S > 1 else None
         metrics[f"ks_seed_mean_{tag}"] = float(F.ks.mean())
         metrics[f"w1_seed_mean_{tag}"] = float(F.w1.mean())
         metrics[f"ks_pooled_{tag}"] = float(F.ks_pooled)
@@ -114,7 +114,7 @@ def summarize(ds: xr.Dataset, cfg: SakaiConfig):
     F = ds.sel(sel)
     h = heads.index(H)
     metrics["second_moment"] = float(F.finite_second_moment)
-    metrics["second_moment_spec"] = SPEC_SECOND_MOMENT[act] if cfg.n_tokens == 4 else float("nan")
+    metrics["second_moment_spec"] = SPEC_SECOND_MOMENT[act] if cfg.n_tokens == 4 else None
     metrics["second_moment_limit_quadrature"] = float(ds.theory_second_moment[h])
     if act == "clip" and cfg.head_width is None and cfg.experiment != "low_rank":
         checks.append(Check(f"finite-width E y^2 at n = {n} vs the limit constant", float(ds.theory_second_moment[h]),
