@@ -77,10 +77,15 @@ def _bound_text(lo, hi, lo_open, hi_open) -> str:
 
 
 def real(name: str, value, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-         hi_open: bool = False, allow_inf: bool = False):
-    """Check that ``value`` (a real number or an array of them; every entry) is not NaN, finite unless
-    ``allow_inf``, and within ``lo``/``hi`` (open or closed ends). Returns ``value`` unchanged; a traced value is
-    not read."""
+         hi_open: bool = False, allow_inf: bool = False, scalar: bool = False, sequence: bool = False):
+    """Check that ``value`` (a real number or, unless ``scalar``, an array of them; every entry) is not NaN, finite
+    unless ``allow_inf``, and within ``lo``/``hi`` (open or closed ends). A list or tuple of numbers counts as an
+    array only with ``sequence`` (for functions that convert their argument; arithmetic on a list fails). Returns
+    ``value`` unchanged; a traced value is not read."""
+    if scalar and np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a number; got {_shown(value)}")
+    if not sequence and isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be a number or an array; got a {type(value).__name__}")
     if not is_concrete(value):
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -106,14 +111,14 @@ def real(name: str, value, *, lo: float | None = None, hi: float | None = None, 
     return value
 
 
-def positive(name: str, value, *, allow_inf: bool = False):
+def positive(name: str, value, *, allow_inf: bool = False, scalar: bool = False, sequence: bool = False):
     """:func:`real` with ``value > 0`` (every entry)."""
-    return real(name, value, lo=0.0, lo_open=True, allow_inf=allow_inf)
+    return real(name, value, lo=0.0, lo_open=True, allow_inf=allow_inf, scalar=scalar, sequence=sequence)
 
 
-def nonnegative(name: str, value, *, allow_inf: bool = False):
+def nonnegative(name: str, value, *, allow_inf: bool = False, scalar: bool = False, sequence: bool = False):
     """:func:`real` with ``value >= 0`` (every entry)."""
-    return real(name, value, lo=0.0, allow_inf=allow_inf)
+    return real(name, value, lo=0.0, allow_inf=allow_inf, scalar=scalar, sequence=sequence)
 
 
 def choice(name: str, value, choices: Sequence[str]) -> str:
@@ -243,9 +248,7 @@ def public(fn: F, check: Callable[..., Any] | None = None) -> F:
 
 def finite_float(name: str, value) -> float:
     """``value`` as a Python float when it is a finite real number; else a ValueError."""
-    real(name, value)
-    if np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a number; got {_shown(value)}")
+    real(name, value, scalar=True)
     return float(value)
 
 

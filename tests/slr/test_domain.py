@@ -27,7 +27,12 @@ def test_a_count_accepts_python_and_numpy_integers(value):
 def test_real_checks_every_entry_and_leaves_tracers_alone():
     check.real("x", np.linspace(0, 1, 5), lo=0.0, hi=1.0)
     with pytest.raises(ValueError, match=r"^every entry of x must be in \[0, 1\]; got 1.5$"):
-        check.real("x", [0.5, 1.5], lo=0.0, hi=1.0)
+        check.real("x", np.array([0.5, 1.5]), lo=0.0, hi=1.0)
+    with pytest.raises(ValueError, match="^x must be a number or an array; got a list$"):
+        check.real("x", [0.5, 0.5])  # arithmetic on a list fails: only functions that convert take sequences
+    check.real("x", [0.5, 0.5], sequence=True)
+    with pytest.raises(ValueError, match=r"^x must be a number; got an array of shape \(2,\)$"):
+        check.real("x", np.ones(2), scalar=True)
     with pytest.raises(ValueError, match="^beta must be a finite number > 0; got inf$"):
         check.positive("beta", math.inf)
     with pytest.raises(ValueError, match="NaN"):

@@ -36,19 +36,17 @@ def tokens(name, x, *, batch: bool = False) -> int:
     return shape[-1]
 
 
-def matrices(d, **named) -> None:
-    """Each named matrix finite of shape (d, d), d the tokens' dimension."""
+def matrices(d, sequence=False, **named) -> None:
+    """Each named matrix finite of shape (d, d), d the tokens' dimension (nested lists too, with ``sequence``)."""
     for name, M in named.items():
         if np.shape(M) != (d, d):
             raise ValueError(f"{name} must be a {d} x {d} matrix to act on tokens of dimension {d}; got shape "
                              f"{np.shape(M)}")
-        check.real(name, M)
+        check.real(name, M, sequence=sequence)
 
 
 def _beta(beta) -> None:
-    if np.ndim(beta) != 0:
-        raise ValueError(f"beta must be a number; got an array of shape {np.shape(beta)}")
-    check.positive("beta", beta)
+    check.positive("beta", beta, scalar=True)
 
 
 def _blocks(**blocks) -> None:
@@ -93,7 +91,7 @@ def log_normalizer(*, x, Q, K, beta, block_q, block_k, dtype, method, **_) -> No
 
 def make_model(*, d, Q, K, V, beta, options, **_) -> None:
     d = check.count("d", d, minimum=2)
-    matrices(d, **{name: M for name, M in (("Q", Q), ("K", K), ("V", V)) if M is not None})
+    matrices(d, sequence=True, **{name: M for name, M in (("Q", Q), ("K", K), ("V", V)) if M is not None})
     _beta(beta)
     unknown = sorted(set(options) - set(Model._fields))
     if unknown:
@@ -136,12 +134,12 @@ def normalize(*, x, **_) -> None:
 
 def step(*, x, model: Model, dt, scheme, **_) -> None:
     particle_model(model, tokens("x", x))
-    check.positive("dt", dt)
+    check.positive("dt", dt, scalar=True)
     check.choice("scheme", scheme, tuple(ORDER))
 
 
 def _times(times) -> None:
-    t = np.asarray(check.real("times", times), np.float64)
+    t = np.asarray(check.real("times", times, sequence=True), np.float64)
     if t.ndim != 1 or t.size == 0 or np.any(np.diff(t) <= 0) or t[0] <= 0:
         raise ValueError("times must be a nonempty, strictly increasing sequence of positive numbers")
 
@@ -149,7 +147,7 @@ def _times(times) -> None:
 def simulate(*, x0, model: Model, times, dt, scheme, **_) -> None:
     particle_model(model, tokens("x0", x0, batch=True))
     _times(times)
-    check.positive("dt", dt)
+    check.positive("dt", dt, sequence=True)
     if np.ndim(dt) not in (0, 1) or (np.ndim(dt) == 1 and np.shape(dt) != np.shape(times)):
         raise ValueError(f"dt must be one step size or one per time ({np.shape(times)}); got shape {np.shape(dt)}")
     check.choice("scheme", scheme, tuple(ORDER))
@@ -158,10 +156,10 @@ def simulate(*, x0, model: Model, times, dt, scheme, **_) -> None:
 def simulate_adaptive(*, x0, model: Model, times, tol, dt0, dt_max, max_steps, **_) -> None:
     particle_model(model, tokens("x0", x0, batch=True))
     _times(times)
-    check.positive("tol", tol)
+    check.positive("tol", tol, scalar=True)
     if dt0 is not None:
-        check.positive("dt0", dt0)
-    check.positive("dt_max", dt_max, allow_inf=True)
+        check.positive("dt0", dt0, scalar=True)
+    check.positive("dt_max", dt_max, allow_inf=True, scalar=True)
     check.count("max_steps", max_steps)
 
 
@@ -174,10 +172,10 @@ def wrapped_normal_mixture(*, n, means, weights, variances, **_) -> None:
     check.count("n", n)
     if np.ndim(means) > 1 or np.size(means) < 1:
         raise ValueError(f"means must be one angle or a 1-D sequence of angles; got shape {np.shape(means)}")
-    check.real("means", means)
+    check.real("means", means, sequence=True)
     if weights is not None:
-        check.real("weights", weights)
-    check.nonnegative("variances", variances)
+        check.real("weights", weights, sequence=True)
+    check.nonnegative("variances", variances, sequence=True)
 
 
 def log_energy(*, x, B, beta, dtype, **_) -> None:
@@ -194,22 +192,22 @@ def order_parameter(*, x, beta, **_) -> None:
 def alignment_closed_form(*, x0, V, t, **_) -> None:
     matrices(tokens("x0", x0), V=V)
     normalize(x=x0)
-    check.real("t", t)
+    check.real("t", t, scalar=True)
 
 
 def heat_mixture_s2(*, x, means, weights, taus, **_) -> None:
     if np.shape(x)[-1:] != (3,):
         raise ValueError(f"x must hold points of S^2 on its last axis (..., 3); got shape {np.shape(x)}")
-    check.real("x", x)
+    check.real("x", x, sequence=True)
     if np.size(means) % 3 or np.size(means) == 0:
         raise ValueError(f"means must be points of R^3, shape (M, 3); got shape {np.shape(means)}")
     normalize(x=np.reshape(np.asarray(means, np.float64), (-1, 3)))
     M = np.size(means) // 3
     if weights is not None:
         check.shape("weights", np.ravel(weights), (M,))
-        check.nonnegative("weights", weights)
+        check.nonnegative("weights", weights, sequence=True)
         if not np.isclose(np.sum(weights), 1.0):
             raise ValueError(f"weights must sum to 1; got {float(np.sum(weights)):g}")
-    check.positive("taus", taus)
+    check.positive("taus", taus, sequence=True)
     if np.ndim(taus) and np.size(taus) not in (1, M):
         raise ValueError(f"taus must be one heat time or one per mean ({M}); got shape {np.shape(taus)}")

@@ -36,9 +36,11 @@ def _unit(name, x) -> None:
 def softmax_attention(*, X, u, v, beta, link, **_) -> None:
     if np.ndim(X) < 2:
         raise ValueError(f"X must have shape (..., L, d); got shape {np.shape(X)}")
+    check.real("X", X)
     d = np.shape(X)[-1]
-    check.shape("u", u, (d,))
-    check.shape("v", v, (d,))
+    for name, x in (("u", u), ("v", v)):
+        check.shape(name, x, (d,))
+        check.real(name, x)
     check_beta(beta)
     get_link(link)
 
@@ -113,17 +115,17 @@ def integrate(*, field, y0, ts, m, rtol, atol, max_steps, **_) -> None:
         o = dict(zip(letters, np.moveaxis(np.asarray(y0, np.float64), -1, 0)))
         check.realisable("y0", o["mu"], o["nu"], o.get("zeta", 0.0), o.get("eta", 0.0), o.get("rho", 0.0),
                          letters=("mu", "nu", "zeta", "eta", "rho"))
-    times = np.asarray(check.real("ts", ts), np.float64)
+    times = np.asarray(check.real("ts", ts, sequence=True), np.float64)
     if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
         raise ValueError(f"ts must be a strictly increasing sequence of at least 2 times; got {check._shown(ts)}")
-    check.positive("rtol", rtol)
-    check.positive("atol", atol)
+    check.positive("rtol", rtol, scalar=True)
+    check.positive("atol", atol, scalar=True)
     check.count("max_steps", max_steps)
 
 
 def stationary_points_on_M(*, m, zero_tol, n_grid, **_) -> None:
     model(m)
-    check.nonnegative("zero_tol", zero_tol)
+    check.nonnegative("zero_tol", zero_tol, scalar=True)
     check.count("n_grid", n_grid, minimum=3)
 
 
@@ -136,8 +138,8 @@ def run_rgd(*, u0, v0, X, Y, lam, step_size, n_steps, log_every, links, n_segmen
         if x < 1:
             raise ValueError(f"the runs need at least one of each axis; got {name} = 0 in X {np.shape(X)}, "
                              f"u0 {np.shape(u0)}")
-    check.positive("lam", lam)
-    check.positive("step_size", step_size)
+    check.positive("lam", lam, scalar=True)
+    check.positive("step_size", step_size, scalar=True)
     steps = check.count("n_steps", n_steps)
     every = check.count("log_every", log_every)
     if steps % every:

@@ -162,7 +162,7 @@ def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
     nu = check_model(model, nu)
     law = length_law(L)
     n = check.count("number of samples n", n)
-    check.nonnegative("noise_std", noise_std)
+    check.nonnegative("noise_std", noise_std, scalar=True)
     return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
@@ -194,7 +194,7 @@ def sample_sequences(key, k_star, v_star, model: str, nu, L, n: int, noise_std=0
     nu = check_model(model, nu)
     law = length_law(L)
     n = check.count("number of samples n", n)
-    check.nonnegative("noise_std", noise_std)
+    check.nonnegative("noise_std", noise_std, scalar=True)
     check.teacher("k_star", k_star, "v_star", v_star, norm=math.sqrt(np.shape(k_star)[-1]) if np.ndim(k_star) else 1.0)
     return _sample_sequences(key, k_star, v_star, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 

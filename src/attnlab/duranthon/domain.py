@@ -31,7 +31,7 @@ def _law(*, model, nu, L, noise_std=0.0, n=None, minimum=2) -> None:
     """The data law (model, nu, L, noise_std) and a Monte Carlo size ``n`` (None: none)."""
     check_model(model, nu)
     length_law(L)
-    check.nonnegative("noise_std", noise_std)
+    check.nonnegative("noise_std", noise_std, scalar=True)
     if n is not None:
         check.count("n", n, minimum=minimum)
 
@@ -69,18 +69,18 @@ def _order(name, order, *, physical: bool = True) -> None:
     m_k, q_k, V_k, m_v, q_v, V_v = (check.finite_float(f"{name}[{i}]", x) for i, x in enumerate(values))
     if physical:
         _four_overlaps(m_k, q_k, m_v, q_v)
-    check.positive(f"{name} V_k", V_k)
-    check.positive(f"{name} V_v", V_v)
+    check.positive(f"{name} V_k", V_k, scalar=True)
+    check.positive(f"{name} V_v", V_v, scalar=True)
 
 
 def _ridge(alpha, lam_k, lam_v) -> None:
-    check.positive("alpha", alpha)
-    check.positive("lam_k", lam_k)
-    check.positive("lam_v", lam_v)
+    check.positive("alpha", alpha, scalar=True)
+    check.positive("lam_k", lam_k, scalar=True)
+    check.positive("lam_v", lam_v, scalar=True)
 
 
 def activation(*, c, **_) -> None:
-    check.real("c", c)
+    check.real("c", c, scalar=True)
 
 
 def sample_teacher_sqrtD(**_) -> None:
@@ -105,7 +105,7 @@ def bayes_risk_mc(*, model, nu, L, n, noise_std, **_) -> None:
 
 def bayes_risk_is(*, nu, L, n, noise_std, defensive, **_) -> None:
     _law(model="spiked", nu=nu, L=L, noise_std=noise_std, n=n)
-    check.real("defensive", defensive, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    check.real("defensive", defensive, lo=0.0, hi=1.0, lo_open=True, hi_open=True, scalar=True)
 
 
 def linear_risk(*, model, nu, L, noise_std, n, **_) -> None:
@@ -128,7 +128,7 @@ def overlap_risk_gradient(*, act, model, nu, L, m_k, q_k, m_v, q_v, n, noise_std
 def optimal_key_scale(*, act, model, nu, L, n, noise_std, kappa_max, **_) -> None:
     _act(act)
     _law(model=model, nu=nu, L=L, noise_std=noise_std, n=n)
-    check.positive("kappa_max", kappa_max)
+    check.positive("kappa_max", kappa_max, scalar=True)
 
 
 def fit_erm(*, act, X, mask, y, lam_k, lam_v, k0, v0, gtol, max_iter, **_) -> None:
@@ -143,10 +143,10 @@ def fit_erm(*, act, X, mask, y, lam_k, lam_v, k0, v0, gtol, max_iter, **_) -> No
     check.shape("k0", k0, (D,))
     check.shape("v0", v0, (D,))
     for name, x in (("X", X), ("y", y), ("k0", k0), ("v0", v0)):
-        check.real(name, x)
-    check.nonnegative("lam_k", lam_k)
-    check.nonnegative("lam_v", lam_v)
-    check.positive("gtol", gtol)
+        check.real(name, x, sequence=True)
+    check.nonnegative("lam_k", lam_k, scalar=True)
+    check.nonnegative("lam_v", lam_v, scalar=True)
+    check.positive("gtol", gtol, scalar=True)
     check.count("max_iter", max_iter)
 
 
@@ -181,8 +181,8 @@ def solve_replica(*, act, alpha, lam_k, lam_v, samples, init, damping, tol, max_
     _ridge(alpha, lam_k, lam_v)
     _samples(samples)
     _order("init", init, physical=False)
-    check.real("damping", damping, lo=0.0, hi=1.0, hi_open=True)
-    check.positive("tol", tol)
+    check.real("damping", damping, lo=0.0, hi=1.0, hi_open=True, scalar=True)
+    check.positive("tol", tol, scalar=True)
     check.count("max_iter", max_iter)
     check.count("n_newton", n_newton)
     check.count("memory", memory)
@@ -190,7 +190,7 @@ def solve_replica(*, act, alpha, lam_k, lam_v, samples, init, damping, tol, max_
 
 def continue_in_alpha(*, act, alphas, lam_k, lam_v, samples, init, **_) -> None:
     _act(act)
-    values = np.asarray(check.real("alphas", alphas), np.float64)
+    values = np.asarray(check.real("alphas", alphas, sequence=True), np.float64)
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"alphas must be a nonempty sequence of sample ratios; got {alphas!r}")
     for a in values:
@@ -204,7 +204,7 @@ def continue_in_lambda(*, act, alpha, lam_k, lam_v, samples, init, lam_start, pe
     _ridge(alpha, lam_k, lam_v)
     _samples(samples)
     _order("init", init, physical=False)
-    check.positive("lam_start", lam_start)
+    check.positive("lam_start", lam_start, scalar=True)
     check.count("per_decade", per_decade)
 
 
@@ -215,32 +215,32 @@ def replica_curve(*, act, alphas, lam_k, lam_v, samples, starts, lam_start, per_
     for name, init in starts.items():
         continue_in_alpha(act=act, alphas=alphas, lam_k=lam_k, lam_v=lam_v, samples=samples, init=init)
         _order(f"starts[{name!r}]", init, physical=False)
-    check.positive("lam_start", lam_start)
+    check.positive("lam_start", lam_start, scalar=True)
     check.count("per_decade", per_decade)
 
 
 def at_eigenvalue(*, P, V_k, V_v, **_) -> None:
     check.shape("P", P, (2, 2, 2, 2))  # a non-finite P gives NaN, as documented
-    check.positive("V_k", V_k)
-    check.positive("V_v", V_v)
+    check.positive("V_k", V_k, scalar=True)
+    check.positive("V_v", V_v, scalar=True)
 
 
 def solve_bayes_optimal(*, alpha, nu, samples, noise_std, init, damping, tol, max_iter, model, **_) -> None:
-    check.positive("alpha", alpha)
+    check.positive("alpha", alpha, scalar=True)
     check_model(model, nu)
     _samples(samples)
-    check.nonnegative("noise_std", noise_std)
+    check.nonnegative("noise_std", noise_std, scalar=True)
     check.shape("init", init, (2,))
-    check.real("init", init)  # projected onto [0, 1) by the solver
-    check.real("damping", damping, lo=0.0, hi=1.0, hi_open=True)
-    check.positive("tol", tol)
+    check.real("init", init, sequence=True)  # projected onto [0, 1) by the solver
+    check.real("damping", damping, lo=0.0, hi=1.0, hi_open=True, scalar=True)
+    check.positive("tol", tol, scalar=True)
     check.count("max_iter", max_iter)
 
 
 def bayes_optimal_test_error(*, nu, L, q_k, q_v, n, noise_std, model, **_) -> None:
     _law(model=model, nu=nu, L=L, noise_std=noise_std, n=n)
-    check.real("q_k", q_k, lo=0.0, hi=1.0)
-    check.real("q_v", q_v, lo=0.0, hi=1.0)
+    check.real("q_k", q_k, lo=0.0, hi=1.0, scalar=True)
+    check.real("q_v", q_v, lo=0.0, hi=1.0, scalar=True)
 
 
 def fixed_point_lambda_derivative(*, act, order, alpha, lam_k, lam_v, samples, **_) -> None:

@@ -55,12 +55,14 @@ def linear_baseline_risk(*, gamma, L, eps, **_) -> None:
 
 
 def _tokens(X, *vectors) -> None:
-    """``X`` (..., L, d) and each named vector of shape (d,)."""
+    """``X`` (..., L, d) and each named vector of shape (d,), all finite."""
     if np.ndim(X) < 2:
         raise ValueError(f"X must have shape (..., L, d); got shape {np.shape(X)}")
+    check.real("X", X)
     d = np.shape(X)[-1]
     for name, x in vectors:
         check.shape(name, x, (d,))
+        check.real(name, x)
 
 
 def erf_attention(*, X, k, v, lam, **_) -> None:

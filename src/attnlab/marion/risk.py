@@ -131,9 +131,12 @@ def oracle_excess_risk(lam, gamma, d, L):
 
 def linear_baseline_risk(gamma, L, eps=0.0):
     """Risk of the best linear predictor ``sum_l beta_l . X_l`` with a uniformly random J0 (Prop. 3):
-    ``eps^2 + gamma^2 - gamma^4 / (gamma^2 + L - 1)``. The optimum is ``beta_l = gamma^2 / (gamma^2 + L - 1) v*``
-    for every l."""
-    return eps**2 + gamma**2 - gamma**4 / (gamma**2 + L - 1)
+    ``eps^2 + gamma^2 - gamma^4 / (gamma^2 + L - 1) = eps^2 + gamma^2 (L - 1) / (gamma^2 + L - 1)``. The optimum is
+    ``beta_l = gamma^2 / (gamma^2 + L - 1) v*`` for every l. At L = 1 the location is known and ``X_0 . v*`` is the
+    signal: the risk is ``eps^2`` for every gamma (the second form, without the 0/0 of the first at gamma = 0)."""
+    if L == 1:
+        return eps**2 + 0.0 * gamma
+    return eps**2 + gamma**2 * (L - 1) / (gamma**2 + (L - 1))
 
 
 @functools.partial(jax.jit, static_argnames="n_grid")

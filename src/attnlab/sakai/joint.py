@@ -251,7 +251,7 @@ def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples:
     layers = _check(n_heads, s, n_samples, n_out, layers, scaling, readout, max_heads, chunk)
     if min(m, s, d_in) < 1:
         raise ValueError(f"U must hold at least one sequence of one token of dimension >= 1; got shape {(m, s, d_in)}")
-    U = np.asarray(check.real("U", U), np.float64)
+    U = np.asarray(check.real("U", U, sequence=True), np.float64)
     if isinstance(n, float) and n == math.inf:
         return sample_joint_limit(key, token_kernel(U), n_tokens=s, n_heads=n_heads, layers=layers,
                                   n_samples=n_samples, n_out=n_out, scaling=scaling, max_heads=max_heads,

@@ -95,7 +95,7 @@ def token_kernel(U) -> np.ndarray:
     m, s, d_in = check.shape("U", U, (None, None, None))
     if min(m, s, d_in) < 1:
         raise ValueError(f"U must hold at least one sequence of one token of dimension >= 1; got shape {(m, s, d_in)}")
-    U = np.asarray(check.real("U", U), np.float64)
+    U = np.asarray(check.real("U", U, sequence=True), np.float64)
     flat = U.reshape(-1, U.shape[-1])
     return flat @ flat.T / U.shape[-1]
 
@@ -127,8 +127,8 @@ def _map(K: Kernel, fn) -> Kernel:
 def dense_kernel(K, weight_variance: float = 1.0, bias_variance: float = 0.0, *, n_tokens: int | None = None) -> Kernel:
     """A dense layer (weights of variance ``weight_variance/n``, bias variance ``bias_variance``, both >= 0):
     ``w K + b``."""
-    check.nonnegative("weight_variance", weight_variance)
-    check.nonnegative("bias_variance", bias_variance)
+    check.nonnegative("weight_variance", weight_variance, scalar=True)
+    check.nonnegative("bias_variance", bias_variance, scalar=True)
     return _map(as_kernel(K, n_tokens), lambda k: weight_variance * k + bias_variance)
 
 

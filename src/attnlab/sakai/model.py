@@ -44,10 +44,10 @@ def psi(x, activation: str):
 def check_model(*, n: int | None = None, n_heads: int = 1, n_tokens: int = 1, activation: str = "clip",
                 head_width: int | None = None, n_samples: int = 1) -> None:
     """Raise a one-line ValueError naming the first bad argument: sizes must be integers >= 1 (Python or NumPy, not
-    bools or floats), psi one of :data:`ACTIVATIONS`; None skips a size."""
+    bools or floats), psi one of :data:`ACTIVATIONS`; the optional sizes ``n`` and ``head_width`` may be None."""
     for name, value in (("width n", n), ("n_heads", n_heads), ("n_tokens", n_tokens), ("head_width", head_width),
                         ("n_samples", n_samples)):
-        if value is not None:
+        if value is not None or name not in ("width n", "head_width"):
             check.count(name, value)
     check.choice("input activation", activation, ACTIVATIONS)
 

@@ -233,7 +233,7 @@ def sample_reference_stack(key, U, *, n: int, n_heads: int, layers=("attention",
     m, s, d_in = check.shape("U", U, (None, None, None))
     if min(m, d_in) < 1:
         raise ValueError(f"U must hold at least one sequence of tokens of dimension >= 1; got shape {(m, s, d_in)}")
-    check.real("U", U)
+    check.real("U", U, sequence=True)
     check_model(n=n, n_heads=n_heads, n_tokens=s, n_samples=n_samples)
     if check.count("n_out", n_out) > n:
         raise ValueError(f"n_out must be in [1, n]; got n_out={n_out}, n={n}")

@@ -19,17 +19,14 @@ __all__ = ["sample_teacher", "init_sphere", "sample_slr", "sample_slr_in_frame",
            "marion_overlaps", "dohmatob_overlaps"]
 
 
-def model_constants(*, n=None, L=None, gamma=None, eps=None, **_) -> None:
-    """Sizes ``n`` (samples) and ``L`` (tokens) integers >= 1, ``gamma >= 0`` and ``eps >= 0`` (standard deviations);
-    None skips an argument."""
-    if n is not None:
-        check.count("n", n)
-    if L is not None:
-        check.count("L", L)
-    if gamma is not None:
-        check.nonnegative("gamma", gamma)
-    if eps is not None:
-        check.nonnegative("eps", eps)
+def model_constants(**values) -> None:
+    """Each of the given sizes ``n`` (samples) and ``L`` (tokens) an integer >= 1, ``gamma >= 0`` and ``eps >= 0``
+    (standard deviations)."""
+    for name, value in values.items():
+        if name in ("n", "L"):
+            check.count(name, value)
+        else:
+            check.nonnegative(name, value)
 
 
 def sample_teacher(*, d, **_) -> None:
@@ -92,13 +89,13 @@ def frame_coordinates(*, o, **_) -> None:
 
 
 def owens_t(*, h, a, **_) -> None:
-    check.real("h", h, allow_inf=True)
-    check.real("a", a, lo=0.0, hi=1.0)
+    check.real("h", h, allow_inf=True, sequence=True)
+    check.real("a", a, lo=0.0, hi=1.0, sequence=True)
 
 
 def zeta(*, t, sigma, **_) -> None:
-    check.real("t", t, allow_inf=True)
-    check.nonnegative("sigma", sigma)
+    check.real("t", t, allow_inf=True, sequence=True)
+    check.nonnegative("sigma", sigma, sequence=True)
 
 
 def mc_mean(*, sample_fn, n, chunk, **_) -> None:
