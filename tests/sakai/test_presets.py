@@ -122,3 +122,16 @@ def test_swept_quantity_is_the_dimension(name, dims):
         assert list(ds.width.values) == list(cfg.width)
     problems = preset_problems(p, ds, cfg)
     assert not problems, problems
+
+
+def test_the_score_probe_refuses_the_fields_it_does_not_read():
+    from attnlab.errors import AttnlabError
+
+    with pytest.raises(AttnlabError, match="^sakai-scores does not use the config field 'n_heads'"):
+        resolve_config("sakai-scores", quick=True, overrides={"n_heads": [4]})
+    for field in ("head_width", "n_boot", "kde_points"):
+        with pytest.raises(AttnlabError, match=f"'{field}'"):
+            resolve_config("sakai-scores", quick=True, overrides={field: 64})
+    with pytest.raises(AttnlabError, match="scores probes one width"):
+        resolve_config("sakai-scores", quick=True, overrides={"width": [16, 256]})
+    assert resolve_config("sakai-vary-width", quick=True, overrides={"n_heads": [4]}).n_heads == (4,)

@@ -496,11 +496,22 @@ def _animate(ds, path):
         animate(ds, path)
 
 
+UNUSED = {
+    "alignment": frozenset({"means", "weights", "variance", "latitude_range", "bins", "pde_grid", "n_sampling"}),
+    "backward-heat": frozenset({"V_b", "pde_grid", "n_sampling"}),
+    "forward-heat": frozenset({"V_b", "latitude_range"}),
+    "three-phases": frozenset({"V_b", "pde_grid", "n_sampling"}),
+}
+"""The fields of :class:`BrunoConfig` that each scenario does not read: the alignment phase starts uniform on the
+sphere (no mixture, no histogram); only it has a second value matrix (row (b)); only the forward heat compares with
+the mean-field PDE and its sampling error; only the S^2 mixtures have a latitude range."""
+
+
 def _preset(name, figure, description, defaults, quick):
     return register(Preset(name=name, paper="bruno", citation=CITATION, figure=figure, description=description,
                            implementations=implementations, finding=finding,
                            config_cls=BrunoConfig, run=run, summarize=summarize, plot=plot,
-                           defaults=defaults, quick=quick, animate=_animate))
+                           defaults=defaults, quick=quick, animate=_animate, unused=UNUSED[defaults["scenario"]]))
 
 
 _preset("bruno-alignment", "Fig. 1",

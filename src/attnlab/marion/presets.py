@@ -307,10 +307,15 @@ def finding(metrics, cfg: MarionConfig) -> str:
     return text
 
 
+SGD_ONLY = frozenset({"batch_size", "n_test"})
+"""The fields of :class:`MarionConfig` that only online SGD reads: PGD presets refuse them."""
+
+
 def _preset(name, figure, description, defaults, quick):
+    unused = SGD_ONLY if defaults.get("algorithm", "pgd") == "pgd" else frozenset()
     return register(Preset(name=name, paper="marion", citation=CITATION, figure=figure, description=description,
                            config_cls=MarionConfig, run=run, summarize=summarize, plot=plot,
-                           defaults=defaults, quick=quick, finding=finding))
+                           defaults=defaults, quick=quick, finding=finding, unused=unused))
 
 
 # Quick sizes. The four PGD presets run at full size (the reduced recursion costs O(1) per step whatever d): fewer

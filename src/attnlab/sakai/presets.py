@@ -75,6 +75,8 @@ class SakaiConfig(ExperimentConfig):
             raise ValueError(f"vary_heads uses one width; got width={self.width!r}")
         if self.experiment in ("vary_width", "scores") and len(self.n_heads) != 1:
             raise ValueError(f"{self.experiment} uses one number of heads; got n_heads={self.n_heads!r}")
+        if self.experiment == "scores" and len(self.width) != 1:
+            raise ValueError(f"scores probes one width; got width={self.width!r}")
         return self
 
     def configs(self) -> list[tuple[int, int, int]]:
@@ -429,11 +431,17 @@ def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
                               "reference_width": cfg.reference_width})
 
 
+SCORES_UNUSED = frozenset({"n_heads", "head_width", "n_boot", "kde_points"})
+"""The fields of :class:`SakaiConfig` that the score probe (``experiment="scores"``: one head's score, a KS check)
+does not read."""
+
+
 def _preset(name, figure, description, defaults, quick):
+    unused = SCORES_UNUSED if defaults["experiment"] == "scores" else frozenset()
     return register(Preset(name=name, paper="sakai", citation=CITATION, figure=figure, description=description,
                            implementations=implementations, finding=finding,
                            config_cls=SakaiConfig, run=run, summarize=summarize, plot=plot,
-                           defaults=defaults, quick=quick))
+                           defaults=defaults, quick=quick, unused=unused))
 
 
 _QUICK = {"n_samples": 40_000, "n_seeds": 2, "n_reference": 400, "n_boot": 50}
