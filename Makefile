@@ -16,8 +16,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+$(VENV)/.installed-test: $(VENV)/.installed examples/plugins/attnlab-icl/pyproject.toml
 	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --no-deps --no-build-isolation -e examples/plugins/attnlab-icl  # the example plugin the tests use
 	touch $@
 
 demo: $(VENV)/.installed

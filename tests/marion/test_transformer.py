@@ -20,6 +20,7 @@ import xarray as xr
 from attnlab import runtime
 from attnlab.marion import transformer as tf
 from attnlab.marion import transformer_preset as tp
+from attnlab.marion import transformer_summary as ts
 from attnlab.registry import all_presets, resolve_config
 
 GAMMA, EPS = math.sqrt(0.5), 0.1
@@ -264,7 +265,7 @@ def test_alignment_switch_picks_the_measure(quick_run):
     run = quick_run("marion-transformer-single-head")
     for which in ("exact", "notebook"):
         cfg = run.config.model_copy(update={"alignment": which})
-        kappa, nu = tp.headline(run.data, cfg)
+        kappa, nu = ts.headline(run.data, cfg)
         assert kappa.name == f"kappa_{which}" and nu.name == f"nu_{which}"
 
 
@@ -341,7 +342,7 @@ def test_the_checks_reject_wrong_counterparts_on_a_small_run(quick_run):
     ds = run.data.copy()
     ds["zero_key_init"] = ("model",), ~ds.zero_key_init.values
     ds["coupled_output_init"] = ("model",), ~ds.coupled_output_init.values
-    _, checks = tp.summarize(ds, run.config)
+    _, checks = ts.summarize(ds, run.config)
     swapped = [c for c in checks if c.name.startswith(("W_K = 0", "W_O drawn"))]
     assert len(swapped) == 3 and not any(c.passed for c in swapped)
 
@@ -363,9 +364,9 @@ def test_reference_checks_at_the_notebook_sizes_on_a_synthetic_dataset():
                             np.stack([np.full(n, 0.0), values["nu"]])[None].reshape(shape)),
         }, coords={"model": ["notebook"], "step": [0, 8000]})
 
-    good = tp._reference_checks_t2(ds({k: np.asarray(v) for k, v in ref.items()}), cfg)
+    good = ts._reference_checks_t2(ds({k: np.asarray(v) for k, v in ref.items()}), cfg)
     assert len(good) == 3 and all(c.passed and c.control_rejected for c in good)
-    bad = tp._reference_checks_t2(ds({"excess_risk": np.full(n, 0.2), "kappa": np.full(n, 0.5),
+    bad = ts._reference_checks_t2(ds({"excess_risk": np.full(n, 0.2), "kappa": np.full(n, 0.5),
                                       "nu": np.full(n, 0.5)}), cfg)
     assert not any(c.passed for c in bad)
 

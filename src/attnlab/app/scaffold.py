@@ -118,7 +118,7 @@ def finding(metrics, config: MeanConfig) -> str:
 
 
 register(Preset(
-    name="{paper}-mean", paper="{paper}", citation=CITATION, figure="(none)",
+    name="{paper}-mean", paper="{paper}", citation=CITATION, figure="no figure in the paper",
     description="The mean of n Gaussian draws against its expectation mu and standard error sigma / sqrt(n).",
     config_cls=MeanConfig, run=run, summarize=summarize, plot=plot, finding=finding,
     quick={{"n_samples": 1000, "n_repeats": 32}}))

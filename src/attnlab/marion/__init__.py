@@ -12,7 +12,8 @@
   :mod:`attnlab.marion.multihead_figures` -- its preset and figure.
 * :mod:`attnlab.marion.transformer` -- the one-layer transformer with a frozen register token of App. E.3 (T2: one
   softmax head, T3: two heads): model, SGD, diagnostics, LayerNorm floor; :mod:`attnlab.marion.transformer_preset`
-  and :mod:`attnlab.marion.transformer_figures` -- its two presets and their figures.
+  (configs, runs), :mod:`attnlab.marion.transformer_summary` (checks, finding) and
+  :mod:`attnlab.marion.transformer_figures` -- its two presets and their figures.
 * :mod:`attnlab.marion.probing` -- the template sentences of the BERT probing experiment (Sec. 2);
   :mod:`attnlab.marion.probing_bert` -- a BERT encoder forward pass in JAX read from a Hugging Face model directory;
   :mod:`attnlab.marion.probing_preset` and :mod:`attnlab.marion.probing_figures` -- its preset and figure.

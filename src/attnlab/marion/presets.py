@@ -395,6 +395,7 @@ register(Preset(
 # value map with v*, and the notebook's rank-one M and coupled W_O are checked against the corrected model.
 from attnlab.marion import transformer_figures as _transformer_figures  # noqa: E402
 from attnlab.marion import transformer_preset as _transformer  # noqa: E402
+from attnlab.marion import transformer_summary as _transformer_summary  # noqa: E402
 
 register(Preset(
     name="marion-transformer-single-head", paper="marion", citation=CITATION,
@@ -403,11 +404,11 @@ register(Preset(
                 "200, register readout), SGD (batch 128, step 1e-2, 8000 updates), 20 runs: the register attends "
                 "along k*, the value map reads v*; the notebook's W_K = 0 (rank-one W_Q^T W_K by construction) "
                 "against a Gaussian W_K on the same draws, with the LayerNorm floor of the risk.",
-    config_cls=_transformer.SingleHeadConfig, run=_transformer.run, summarize=_transformer.summarize,
+    config_cls=_transformer.SingleHeadConfig, run=_transformer.run, summarize=_transformer_summary.summarize,
     plot=_transformer_figures.plot, defaults={},
     quick={"n_repeats": 4, "d": 40, "head_dim": 40, "ffn_width": 100, "batch_size": 64, "step_size": 2e-2,
            "n_steps": 400, "log_every": 50, "n_mc": 2000, "n_floor": 2000},
-    finding=_transformer.finding, memory=_transformer.memory_bytes))
+    finding=_transformer_summary.finding, memory=_transformer.memory_bytes))
 register(Preset(
     name="marion-transformer-multihead", paper="marion", citation=CITATION,
     figure="App. E.3 (multi-head transformer; figure number unknown)",
@@ -415,8 +416,8 @@ register(Preset(
                 "(batch 128, step 2e-2, 10k updates), 10 runs: matched key and value alignments per head; the "
                 "notebook (W_K = 0, shared signal noise, W_O drawn with W_V's key) against the corrected model on "
                 "the same draws.",
-    config_cls=_transformer.MultiHeadConfig, run=_transformer.run, summarize=_transformer.summarize,
+    config_cls=_transformer.MultiHeadConfig, run=_transformer.run, summarize=_transformer_summary.summarize,
     plot=_transformer_figures.plot, defaults={},
     quick={"n_repeats": 4, "d": 40, "ffn_width": 100, "batch_size": 64, "step_size": 4e-2, "n_steps": 600,
            "log_every": 50, "n_mc": 2000, "n_floor": 2000},
-    finding=_transformer.finding, memory=_transformer.memory_bytes))
+    finding=_transformer_summary.finding, memory=_transformer.memory_bytes))

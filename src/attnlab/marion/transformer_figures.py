@@ -81,7 +81,7 @@ def plot(ds: xr.Dataset, cfg):
     direction with k* and of the value map with v*, rank-1 ratio, attention on the signal token. Multi-head: held-out
     excess risk, matched key alignments, matched value alignments (curves h = 1, 2 by the config's matching rule),
     rank-1 ratio per head."""
-    from attnlab.marion.transformer_preset import headline
+    from attnlab.marion.transformer_summary import headline
 
     steps = ds.step.values
     kappa, nu = headline(ds, cfg)
@@ -110,7 +110,7 @@ def plot(ds: xr.Dataset, cfg):
                title="attention on the signal token (mean, 95%)")
         ax.legend(loc="center right")
     else:
-        from attnlab.marion.transformer_preset import matched_curves
+        from attnlab.marion.transformer_summary import matched_curves
 
         mk, mn, _ = matched_curves(ds, kappa, nu, cfg)
         rule = {"head1": "head-1 rule", "best": "best assignment"}[cfg.matching]
