@@ -335,15 +335,22 @@ def _output_folder(folder: Path, kind: str):
 
 
 def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str, check_first=None):
-    from attnlab.app import ownership
+    from attnlab.app import ownership, scheduling
     from attnlab.app import sweep as engine
 
     ownership.remove_stale_temporaries(root)
+    # on a GPU (a CUDA plugin and a visible GPU): one worker owning it, the C-kernel presets on CPU-only workers
+    layout = None if scheduler else scheduling.choose_layout(workers)
+    on_gpu = {"layout": layout} if layout is not None and layout.on_gpu else {}
+    if on_gpu:
+        err.print(layout.describe(), markup=False, highlight=False)
     with engine.quiet_workers():
-        client = engine.make_client(scheduler, workers)
+        client = engine.make_client(scheduler, workers, **on_gpu)
     try:
+        resources, order = scheduling.plan(client, tasks, layout)
         with _sweep_display(len(tasks), label) as update:
-            return engine.run_tasks(client, tasks, root, update, check_first=check_first)
+            return engine.run_tasks(client, tasks, root, update, check_first=check_first, resources=resources,
+                                    order=order)
     finally:
         engine.close_client(client, own_cluster=not scheduler)
 

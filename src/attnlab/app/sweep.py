@@ -138,9 +138,11 @@ def run_task(task: Task, root: str) -> dict[str, Any]:
         return {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
 
 
-def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True):
+def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
-    ``workers`` single-threaded worker processes (default: one per core)."""
+    ``workers`` single-threaded worker processes (default: one per core), or, for a GPU ``layout``
+    (:class:`attnlab.app.scheduling.Layout`), its GPU and CPU workers (:func:`attnlab.app.scheduling.
+    make_gpu_cluster`)."""
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -157,6 +159,10 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
     # dashboard_address=None) listens on a free port, so Dask's "Port 8787 is already in use" warning never shows.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*already in use.*")
+        if layout is not None and layout.on_gpu:
+            from attnlab.app.scheduling import make_gpu_cluster
+
+            return Client(make_gpu_cluster(layout))
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
                                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                                silence_logs=50)
@@ -205,8 +211,14 @@ def close_client(client, own_cluster: bool = True) -> None:
 
 
 def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[..., None] | None = None,
-              task_fn: Callable = run_task, check_first: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+              task_fn: Callable = run_task, check_first: Callable[[Outcome], None] | None = None,
+              resources: list[dict[str, float] | None] | None = None, order: list[int] | None = None
+              ) -> list[Outcome]:
     """Submit every task, retry each failure once, and return the outcomes in task order.
+
+    ``resources[i]`` restricts task ``i`` (and its retry) to the workers that have them (Dask resources, e.g.
+    ``{"GPU": 1}``: :func:`attnlab.app.scheduling.plan`); ``order`` is the order of submission (the first ones run
+    first: given decreasing priorities); default: no restriction, the tasks' order.
 
     ``on_update(counts, outcome)`` is called once before the first task finishes (``outcome`` None) and after each
     one; ``counts`` has ``total``, ``done``, ``failed``, ``reused`` and ``running``: the tasks on a worker now (at
@@ -223,9 +235,21 @@ def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[..., No
         slots = 1
     counts = {"total": len(tasks), "done": 0, "failed": 0, "running": min(slots, len(tasks)), "reused": 0}
     futures = {}
-    for i, task in enumerate(tasks):
-        fut = client.submit(task_fn, task, str(root), key=f"attnlab-{i}-{uuid.uuid4().hex[:6]}", pure=False)
-        futures[fut] = (i, 1)
+    resources = list(resources) if resources is not None else [None] * len(tasks)
+    priority = [0] * len(tasks)
+    if order is not None:
+        for rank, i in enumerate(order):
+            priority[i] = len(order) - rank
+
+    def submit(i: int):
+        extra = {"resources": resources[i]} if resources[i] else {}
+        if priority[i]:
+            extra["priority"] = priority[i]
+        return client.submit(task_fn, tasks[i], str(root), key=f"attnlab-{i}-{uuid.uuid4().hex[:6]}", pure=False,
+                             **extra)
+
+    for i in (order if order is not None else range(len(tasks))):
+        futures[submit(i)] = (i, 1)
     outcomes: list[Outcome | None] = [None] * len(tasks)
     if on_update is not None:
         on_update(dict(counts), None)
@@ -239,8 +263,7 @@ def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[..., No
             except Exception as e:  # the worker died, or the task could not be deserialised
                 result = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
             if result["status"] == "failed" and attempt == 1 and result.get("retry", True):
-                retry = client.submit(task_fn, tasks[i], str(root), key=f"attnlab-{i}-{uuid.uuid4().hex[:6]}",
-                                      pure=False)
+                retry = submit(i)  # the same resources and priority
                 futures[retry] = (i, 2)
                 pending.add(retry)
                 continue

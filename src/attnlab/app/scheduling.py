@@ -1,0 +1,190 @@
+"""Where the tasks of ``attnlab reproduce`` and ``attnlab sweep`` run on this machine.
+
+* **CPU layout** (no GPU): one single-threaded worker process per core (or ``--workers``), any task on any worker.
+* **GPU layout** (a JAX accelerator plugin is installed and a GPU is visible, :func:`visible_gpus`): one worker
+  process per GPU owning it (``CUDA_VISIBLE_DEVICES`` set to that GPU, one thread, Dask resource ``GPU``, JAX's
+  memory allocated on demand unless the user chose otherwise: :data:`GPU_ENV`), running the JAX presets back to
+  back, and the other cores as CPU-only workers (``JAX_PLATFORMS=cpu``, no GPU visible, one XLA thread each,
+  resource ``CPU``: :data:`CPU_ENV`) for the tasks whose heavy work is a C kernel on the CPU: those whose preset
+  resolves one of its jobs to ``"native"`` on a CPU (:func:`attnlab.api.implementations`, asked on a CPU worker so
+  that the driver never starts JAX). ``--workers`` caps the total number of workers (GPU workers first).
+
+In the GPU layout the tasks are submitted longest first (:data:`EXPECTED_S`), so the long presets do not start
+last on the GPU worker's queue.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from attnlab import runtime
+
+__all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "visible_gpus", "choose_layout", "make_gpu_cluster",
+           "uses_native", "native_flags", "plan"]
+
+GPU_ENV: dict[str, str] = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+"""The environment of a GPU worker (besides ``CUDA_VISIBLE_DEVICES``): JAX allocates the GPU's memory as it needs it
+instead of 75% of it at start. Not applied where the user set ``XLA_PYTHON_CLIENT_PREALLOCATE``,
+``XLA_PYTHON_CLIENT_MEM_FRACTION`` or ``XLA_PYTHON_CLIENT_ALLOCATOR`` (the user's choice wins)."""
+
+CPU_ENV: dict[str, str] = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+"""The environment of a CPU worker in the GPU layout: JAX on the CPU only, no CUDA context."""
+
+EXPECTED_S: dict[str, tuple[float, float]] = {
+    "marion-manifold": (6.7, 6.2), "marion-sphere-small-lambda": (6.9, 6.3),
+    "marion-sphere-large-lambda": (6.7, 6.7), "marion-sphere-schedule": (6.9, 6.8), "marion-sgd": (84, 7.9),
+    "marion-toy-multihead": (67, 7.8), "marion-transformer-single-head": (698, 13),
+    "marion-transformer-multihead": (331, 17), "dohmatob-rgd": (90, 16), "dohmatob-flow": (22, 18),
+    "dohmatob-phase-diagram": (5.4, 5.2), "duranthon-population": (21, 1.8), "duranthon-activations": (25, 2.4),
+    "duranthon-sample-complexity": (31, 4.8), "duranthon-low-snr": (117, 10), "duranthon-gd-landscape": (393, 27),
+    "sakai-vary-width": (3.7, 1.2), "sakai-vary-heads": (13, 1.3), "sakai-scores": (1.0, 0.3),
+    "sakai-low-rank": (7.3, 2.3), "sakai-relu": (16, 1.6), "sakai-wide": (19, 0.8), "bruno-alignment": (37, 2.9),
+    "bruno-backward-heat": (19, 3.0), "bruno-forward-heat": (150, 3.8), "bruno-three-phases": (70, 2.2),
+}
+"""preset -> (full, quick) wall time in seconds on two CPU cores (the README's table of presets), used only to order
+the tasks, longest first. A preset missing here (not measured) counts as long: it goes first, in the given order."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The workers of a local cluster: one per GPU id in ``gpus`` (none: the CPU layout) and ``cpu_workers``."""
+
+    gpus: tuple[str, ...]
+    cpu_workers: int
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(self.gpus)
+
+    @property
+    def workers(self) -> int:
+        return len(self.gpus) + self.cpu_workers
+
+    def describe(self) -> str:
+        """One line, e.g. ``on 1 GPU: 1 GPU worker, 15 CPU workers``."""
+        def n(k: int, what: str) -> str:
+            return f"{k} {what}{'' if k == 1 else 's'}"
+
+        if not self.on_gpu:
+            return f"on the CPU: {n(self.cpu_workers, 'worker')}"
+        return f"on {n(len(self.gpus), 'GPU')}: {n(len(self.gpus), 'GPU worker')}, {n(self.cpu_workers, 'CPU worker')}"
+
+
+def visible_gpus() -> tuple[str, ...]:
+    """The ids of the GPUs JAX would use, read without starting JAX: none without a CUDA accelerator plugin
+    (:func:`attnlab.runtime.accelerator_plugin`) or when ``CUDA_VISIBLE_DEVICES`` hides them all; else the entries of
+    ``CUDA_VISIBLE_DEVICES`` when set, else one per GPU that ``nvidia-smi -L`` lists."""
+    plugin = runtime.accelerator_plugin()
+    if not plugin or "cuda" not in plugin:
+        return ()
+    if os.environ.get("JAX_PLATFORMS", "").strip() and "cuda" not in os.environ["JAX_PLATFORMS"] \
+            and "gpu" not in os.environ["JAX_PLATFORMS"]:
+        return ()  # the user asked JAX for other platforms
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = tuple(v.strip() for v in visible.split(",") if v.strip())
+        return () if not ids or ids[0] == "-1" else ids  # CUDA ignores the ids after an invalid one such as -1
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ()
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if listing.returncode != 0:
+        return ()
+    return tuple(str(i) for i, _ in enumerate(line for line in listing.stdout.splitlines() if line.startswith("GPU ")))
+
+
+def choose_layout(workers: int | None = None, cores: int | None = None, gpus: tuple[str, ...] | None = None) -> Layout:
+    """The layout for ``workers`` workers in all (default: one per core; ``cores`` default :func:`os.cpu_count`) on
+    ``gpus`` (default :func:`visible_gpus`): one worker per GPU (as many as ``workers`` allows) and the rest CPU
+    workers; without GPUs, ``workers`` CPU workers (today's layout)."""
+    total = workers or cores or os.cpu_count() or 1
+    gpus = visible_gpus() if gpus is None else tuple(gpus)
+    gpus = gpus[:total]
+    return Layout(gpus, total - len(gpus))
+
+
+def _gpu_env(gpu: str) -> dict[str, str]:
+    env = {"CUDA_VISIBLE_DEVICES": gpu}
+    chosen = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
+    if not any(name in os.environ for name in chosen):
+        env.update(GPU_ENV)
+    return env
+
+
+def make_gpu_cluster(layout: Layout):
+    """A local Dask cluster of ``layout`` (GPU layout): single-threaded worker processes (nannies), each GPU worker
+    with resource ``{"GPU": 1}`` and its GPU alone visible, each CPU worker with ``{"CPU": 1}`` and :data:`CPU_ENV`;
+    host memory shared equally as in a LocalCluster; no dashboard."""
+    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed.system import MEMORY_LIMIT
+
+    memory = int(MEMORY_LIMIT / max(layout.workers, 1))
+    common = {"nthreads": 1, "host": "127.0.0.1", "memory_limit": memory, "dashboard": False, "silence_logs": 50}
+    specs: dict[str, dict[str, Any]] = {}
+    for i, gpu in enumerate(layout.gpus):
+        specs[f"gpu-{i}"] = {"cls": Nanny, "options": {**common, "resources": {"GPU": 1}, "env": _gpu_env(gpu)}}
+    for i in range(layout.cpu_workers):
+        specs[f"cpu-{i}"] = {"cls": Nanny, "options": {**common, "resources": {"CPU": 1}, "env": dict(CPU_ENV)}}
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False,
+                                               "dashboard_address": "127.0.0.1:0"}}
+    return SpecCluster(workers=specs, scheduler=scheduler, silence_logs=50)
+
+
+def uses_native(task) -> bool:
+    """Whether ``task`` (an :class:`attnlab.app.sweep.Task`) resolves one of its jobs to a C kernel in this process
+    (:func:`attnlab.api.implementations`). Starts JAX: call it on a CPU worker."""
+    from attnlab.api import implementations
+    from attnlab.registry import get_preset, resolve_config
+
+    preset = get_preset(task.preset)
+    if getattr(preset, "implementations", None) is None:
+        return False
+    config = resolve_config(preset, quick=task.quick, overrides=dict(task.overrides))
+    return "native" in implementations(preset, config).values()
+
+
+def native_flags(tasks: list) -> list[bool]:
+    """:func:`uses_native` of each task, computed after :func:`attnlab.runtime.configure` (as a task would be); a
+    task whose question raises counts as not native (it fails on its own when it runs)."""
+    runtime.configure()
+    flags = []
+    for task in tasks:
+        try:
+            flags.append(uses_native(task))
+        except Exception:
+            flags.append(False)
+    return flags
+
+
+def expected_s(task) -> float:
+    """The expected wall time of ``task`` on two CPU cores (:data:`EXPECTED_S`); infinity when not known."""
+    times = EXPECTED_S.get(task.preset)
+    return float("inf") if times is None else times[1 if task.quick else 0]
+
+
+def plan(client, tasks: list, layout: Layout | None, native: list[bool] | None = None
+         ) -> tuple[list[dict[str, float] | None], list[int]]:
+    """The Dask resources of each task and the order of submission, for ``layout``.
+
+    CPU layout (or None: an external scheduler): no resources, the given order. GPU layout: the tasks that use a C
+    kernel on a CPU (``native``, default: asked of a CPU worker through ``client``) get ``{"CPU": 1}``, the others
+    ``{"GPU": 1}`` (all of them when there is no CPU worker); longest first (:func:`expected_s`, stable)."""
+    if layout is None or not layout.on_gpu:
+        return [None] * len(tasks), list(range(len(tasks)))
+    if layout.cpu_workers == 0:
+        native = [False] * len(tasks)
+    elif native is None:
+        try:
+            native = client.submit(native_flags, list(tasks), resources={"CPU": 1}, pure=False).result()
+        except Exception:  # the question could not be answered: everything on the GPU worker
+            native = [False] * len(tasks)
+    resources = [{"CPU": 1} if flag else {"GPU": 1} for flag in native]
+    order = sorted(range(len(tasks)), key=lambda i: -expected_s(tasks[i]))
+    return resources, order

@@ -1,0 +1,148 @@
+"""The GPU layout of reproduce and sweep (attnlab.app.scheduling): detection, the layout, each task's resources and
+order, and a real cluster of that layout run on the CPU."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from attnlab import runtime
+from attnlab.app import scheduling
+from attnlab.app import sweep as engine
+from attnlab.app.scheduling import Layout
+from attnlab.app.sweep import Task
+
+TINY = (("n_steps", 1000), ("log_every", 100), ("n_repeats", 2), ("n_mc", 2000))
+
+
+def _plugin(monkeypatch, name):
+    monkeypatch.setattr(runtime, "accelerator_plugin", lambda: name)
+
+
+def test_no_plugin_no_gpu(monkeypatch):
+    _plugin(monkeypatch, None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert scheduling.visible_gpus() == ()
+    assert scheduling.choose_layout(cores=16) == Layout((), 16)
+
+
+def test_gpus_from_cuda_visible_devices(monkeypatch):
+    _plugin(monkeypatch, "jax-cuda12-plugin")
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert scheduling.visible_gpus() == ()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert scheduling.visible_gpus() == ()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert scheduling.visible_gpus() == ("2", "3")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the user asked for the CPU
+    assert scheduling.visible_gpus() == ()
+
+
+def test_gpus_from_nvidia_smi(monkeypatch, tmp_path):
+    _plugin(monkeypatch, "jax-cuda13-plugin")
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-1)'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert scheduling.visible_gpus() == ("0",)
+    smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
+    assert scheduling.visible_gpus() == ()
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no nvidia-smi
+    assert scheduling.visible_gpus() == ()
+
+
+def test_layout_one_gpu_and_the_other_cores(monkeypatch):
+    layout = scheduling.choose_layout(cores=16, gpus=("0",))
+    assert layout == Layout(("0",), 15) and layout.workers == 16
+    assert layout.describe() == "on 1 GPU: 1 GPU worker, 15 CPU workers"
+    assert scheduling.choose_layout(6, cores=16, gpus=("0",)) == Layout(("0",), 5)  # --workers caps the total
+    assert scheduling.choose_layout(1, cores=16, gpus=("0",)) == Layout(("0",), 0)
+    assert scheduling.choose_layout(cores=2, gpus=("0", "1")) == Layout(("0", "1"), 0)
+    assert scheduling.choose_layout(4, cores=16, gpus=()) == Layout((), 4)  # no GPU: today's layout
+    assert scheduling.choose_layout(4, cores=16, gpus=()).describe() == "on the CPU: 4 workers"
+    monkeypatch.setattr(scheduling, "visible_gpus", lambda: ("0",))  # detection by default
+    assert scheduling.choose_layout(cores=16) == Layout(("0",), 15)
+
+
+def test_resources_and_order():
+    tasks = [Task("marion-manifold", (), 0, False), Task("bruno-forward-heat", (), 0, False),
+             Task("marion-transformer-single-head", (), 0, False), Task("not-in-the-table", (), 0, False),
+             Task("dohmatob-rgd", (), 0, False)]
+    native = [False, True, False, False, True]
+    resources, order = scheduling.plan(None, tasks, Layout(("0",), 3), native)
+    assert resources == [{"GPU": 1}, {"CPU": 1}, {"GPU": 1}, {"GPU": 1}, {"CPU": 1}]
+    # unknown first, then by the table's full times: 698 s, 150 s, 90 s, 6.7 s
+    assert [tasks[i].preset for i in order] == ["not-in-the-table", "marion-transformer-single-head",
+                                                "bruno-forward-heat", "dohmatob-rgd", "marion-manifold"]
+    # no CPU worker: everything on the GPU worker
+    assert scheduling.plan(None, tasks, Layout(("0",), 0))[0] == [{"GPU": 1}] * 5
+    # the CPU layout and an external scheduler: as before (no resources, the given order)
+    for layout in (Layout((), 4), None):
+        assert scheduling.plan(None, tasks, layout, native) == ([None] * 5, [0, 1, 2, 3, 4])
+    quick = [Task("marion-sgd", (), 0, True), Task("dohmatob-flow", (), 0, True)]  # 7.9 s vs 18 s quick
+    assert scheduling.plan(None, quick, Layout(("0",), 1), [False, False])[1] == [1, 0]
+
+
+def test_native_presets_are_told_on_the_cpu():
+    from attnlab.bruno import native as bruno_native
+
+    assert scheduling.native_flags([Task("marion-manifold", TINY, 0, True)]) == [False]
+    bruno = Task("bruno-forward-heat", (), 0, False)  # full size: float32, in the C kernel's domain
+    if runtime.accelerator_plugin() is None and bruno_native.available():
+        assert scheduling.uses_native(bruno)
+    assert not scheduling.uses_native(Task("bruno-forward-heat", (("implementation", "jax"),), 0, True))
+    assert scheduling.native_flags([Task("no-such-preset", (), 0, True)]) == [False]  # fails later, on its own
+
+
+def _env(_):
+    import jax
+
+    return {k: os.environ.get(k) for k in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE")} \
+        | {"threads": __import__("distributed").get_worker().state.nthreads, "backend": jax.default_backend()}
+
+
+@pytest.mark.timeout(600)
+def test_gpu_layout_runs_tasks_on_both_kinds_of_worker(tmp_path, monkeypatch):
+    """The GPU layout's cluster, forced on the CPU: one 'GPU' worker and one CPU worker; a task routed to each
+    finishes; the workers have their environments; a task's retry keeps its resources."""
+    for name in ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR"):
+        monkeypatch.delenv(name, raising=False)
+    layout = Layout(("0",), 1)
+    client = engine.make_client(layout=layout)
+    try:
+        info = client.run(lambda dask_worker: dict(dask_worker.state.total_resources))
+        assert sorted(map(str, info.values())) == ["{'CPU': 1}", "{'GPU': 1}"]
+        gpu = client.submit(_env, 0, resources={"GPU": 1}, pure=False).result()
+        cpu = client.submit(_env, 1, resources={"CPU": 1}, pure=False).result()
+        assert gpu["CUDA_VISIBLE_DEVICES"] == "0" and gpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+        assert cpu["CUDA_VISIBLE_DEVICES"] == "" and cpu["JAX_PLATFORMS"] == "cpu" and cpu["backend"] == "cpu"
+        assert gpu["threads"] == cpu["threads"] == 1
+        tasks = [Task("marion-manifold", TINY, seed, True, figures=False) for seed in (0, 1)]
+        # the question asked of the CPU worker: marion-manifold has no C kernel, so both would go to the GPU
+        assert scheduling.plan(client, tasks, layout) == ([{"GPU": 1}] * 2, [0, 1])
+        outcomes = engine.run_tasks(client, tasks, tmp_path, resources=[{"GPU": 1}, {"CPU": 1}], order=[1, 0])
+        assert [o.status for o in outcomes] == ["finished", "finished"], [o.error for o in outcomes]
+        assert [o.task.seed for o in outcomes] == [0, 1]
+        where = engine.run_tasks(client, [tasks[0], tasks[1]], tmp_path / "w", task_fn=_where_failing_once,
+                                 resources=[{"CPU": 1}, {"GPU": 1}])
+        assert [(o.status, o.attempts, o.error) for o in where] == [("failed", 2, "cpu cpu"),
+                                                                    ("failed", 2, "gpu gpu")]
+    finally:
+        engine.close_client(client)
+
+
+def _where_failing_once(task, root):
+    """Fails, saying on which kind of worker it ran (twice: the retry)."""
+    from pathlib import Path
+
+    kind = "cpu" if os.environ.get("JAX_PLATFORMS") == "cpu" else "gpu"
+    mark = Path(root) / f"seed{task.seed}"
+    before = mark.read_text() if mark.exists() else ""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    mark.write_text(f"{before} {kind}".strip())
+    return {"status": "failed", "error": mark.read_text()}
