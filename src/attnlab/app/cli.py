@@ -1,4 +1,4 @@
-"""The ``attnlab`` command line: ``list``, ``show``, ``run``, ``reproduce``, ``sweep``, ``runs`` and ``plot``.
+"""The ``attnlab`` command line: ``list``, ``show``, ``run``, ``reproduce``, ``sweep``, ``runs``, ``plot`` and ``new``.
 
 Bad input (unknown preset, paper or key, out-of-range value, malformed ``--set``, unwritable output) prints one
 line on stderr and exits with status 2; nothing is written. Ctrl-C exits with 130 and leaves no finished-looking
@@ -353,6 +353,8 @@ def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label
                                     order=order)
     finally:
         engine.close_client(client, own_cluster=not scheduler)
+        # a killed sweep's orphaned worker may have held its run's lock at the start: its temporary is stale now
+        ownership.remove_stale_temporaries(root)
 
 
 @app.command()
@@ -525,6 +527,18 @@ def plot(
     written = redraw(run_dir, animation=animation)
     out.print(f"{len(written)} figure files written in {run_dir}: {', '.join(written) or 'none'}",
               markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def new(package: Annotated[str, typer.Argument(help="the plugin's directory, named after its package (e.g. mypaper)")]):
+    """Write the skeleton of a plugin package: pyproject.toml with the entry point, one preset with one check and
+    its negative control, one figure, and a test calling the conformance kit. Then: pip install -e PACKAGE."""
+    from attnlab.app.scaffold import write_plugin
+
+    files = write_plugin(package)
+    module = Path(package).name.replace("-", "_")
+    out.print(f"wrote {len(files)} files in {package}; next: pip install -e {package}, then "
+              f"attnlab run {module}-mean --quick, and pytest {package}", markup=False, highlight=False, soft_wrap=True)
 
 
 _computed_here = False

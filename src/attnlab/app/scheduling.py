@@ -169,13 +169,19 @@ def expected_s(task) -> float:
     return float("inf") if times is None else times[1 if task.quick else 0]
 
 
+GPU_PREFERRED: frozenset[str] = frozenset({"bruno"})
+"""Papers whose presets run on the GPU worker even where a C kernel would run them on a CPU: their JAX path has a
+GPU kernel (Bruno et al.'s particle step: the shift kernel on the GPU, about ten times a CPU's full-size time)."""
+
+
 def plan(client, tasks: list, layout: Layout | None, native: list[bool] | None = None
          ) -> tuple[list[dict[str, float] | None], list[int]]:
     """The Dask resources of each task and the order of submission, for ``layout``.
 
     CPU layout (or None: an external scheduler): no resources, the given order. GPU layout: the tasks that use a C
     kernel on a CPU (``native``, default: asked of a CPU worker through ``client``) get ``{"CPU": 1}``, the others
-    ``{"GPU": 1}`` (all of them when there is no CPU worker); longest first (:func:`expected_s`, stable)."""
+    ``{"GPU": 1}`` (all of them when there is no CPU worker; the papers of :data:`GPU_PREFERRED` always);
+    longest first (:func:`expected_s`, stable)."""
     if layout is None or not layout.on_gpu:
         return [None] * len(tasks), list(range(len(tasks)))
     if layout.cpu_workers == 0:
@@ -185,6 +191,7 @@ def plan(client, tasks: list, layout: Layout | None, native: list[bool] | None =
             native = client.submit(native_flags, list(tasks), resources={"CPU": 1}, pure=False).result()
         except Exception:  # the question could not be answered: everything on the GPU worker
             native = [False] * len(tasks)
+    native = [flag and tasks[i].preset.split("-", 1)[0] not in GPU_PREFERRED for i, flag in enumerate(native)]
     resources = [{"CPU": 1} if flag else {"GPU": 1} for flag in native]
     order = sorted(range(len(tasks)), key=lambda i: -expected_s(tasks[i]))
     return resources, order
