@@ -203,7 +203,10 @@ def check_preset(name: str, *, run=None, seed: int = 0, overrides: dict | None =
         if run is None:
             run = attnlab.run(name, quick=True, seed=seed, out=Path(out or Path(tmp) / "run"), **(overrides or {}))
         problems += [f"data: {p}" for p in dataset_problems(run.data)]
-        figures = run.figures
+        from attnlab import runtime
+
+        with runtime.x64():  # as the store draws them
+            figures = run.figures
         if not figures:
             problems.append("figures: none drawn")
         problems += [f"figures: {p}" for n, f in figures.items() for p in figure_problems(f, n)]

@@ -171,3 +171,22 @@ def test_report_md_escapes_pipes_in_table_cells(tmp_path):
     for row in rows:
         cells = row.replace("\\|", "").strip("|").split("|")
         assert len(cells) in (2, 8, 10), row  # metrics; the summary of every check; the preset's checks
+
+
+def test_show_prints_every_value_in_the_form_set_takes():
+    """What ``attnlab show`` prints as a field's default and quick value, given back to ``--set``, is that value
+    (lists of names were printed as ``[gaussian, planted]``, which ``--set`` refuses)."""
+    from attnlab.app.describe import config_fields
+    from attnlab.config import parse_set
+    from attnlab.registry import resolve_config
+
+    for name, preset in all_presets().items():
+        unused = set(preset.unused)
+        for quick in (False, True):
+            config = resolve_config(preset, quick=quick)
+            for f in config_fields(preset):
+                if f.name in unused:
+                    continue
+                text = f.quick if quick else f.default
+                again = resolve_config(preset, quick=quick, overrides=parse_set([f"{f.name}={text}"]))
+                assert getattr(again, f.name) == getattr(config, f.name), (name, f.name, text)
