@@ -24,14 +24,34 @@ Extending attnlab: :mod:`attnlab.extend` (the API a plugin registers, checks and
 :mod:`attnlab.testing` (the conformance kit).
 """
 
-from attnlab.api import Run as Run
-from attnlab.api import presets as presets
-from attnlab.api import run as run
-from attnlab.errors import AttnlabError as AttnlabError
-from attnlab.registry import Check as Check
-from attnlab.registry import Preset as Preset
-from attnlab.registry import resolve_config as resolve_config
+import typing as _typing
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "run", "presets", "Run", "Check", "Preset", "resolve_config", "AttnlabError"]
+
+_LAZY = {"run": "attnlab.api", "presets": "attnlab.api", "Run": "attnlab.api", "Check": "attnlab.registry",
+         "Preset": "attnlab.registry", "resolve_config": "attnlab.registry", "AttnlabError": "attnlab.errors"}
+"""Where each top-level name lives: imported on first use (PEP 562), so that ``import attnlab`` and the command
+line's ``--version``, ``-h``, ``list`` and ``show`` do not pay for pydantic, NumPy or JAX."""
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if _typing.TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs: the names above, as they resolve
+    from attnlab.api import Run, presets, run  # noqa: F401
+    from attnlab.errors import AttnlabError  # noqa: F401
+    from attnlab.registry import Check, Preset, resolve_config  # noqa: F401

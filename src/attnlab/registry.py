@@ -311,10 +311,18 @@ def _distribution(ep) -> str:
     return (dist.metadata["Name"] or "?") if dist is not None else "attnlab"
 
 
+WARNINGS: list[str] = []
+"""The one-line warnings this process printed while loading entry points (a broken plugin): the catalogue cache of
+``attnlab list`` and ``attnlab show`` (:mod:`attnlab.app.catalogue`) is not written when a load printed one, so that
+the next call loads the plugin again and says so again."""
+
+
 def _warn(text: str) -> None:
     import sys
 
-    print(" ".join(text.split()), file=sys.stderr)
+    line = " ".join(text.split())
+    WARNINGS.append(line)
+    print(line, file=sys.stderr)
 
 
 def _load_entry_point(ep) -> None:

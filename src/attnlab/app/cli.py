@@ -17,15 +17,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from attnlab.app import interrupt
@@ -96,8 +87,23 @@ def _root(
     """Simulate attention models exactly as theory defines them, and check theory against simulation."""
 
 
+def _prepare() -> None:
+    """What the commands that compute or draw (``run``, ``reproduce``, ``sweep``, ``plot``), and ``list`` and ``show``
+    when they import the papers, set up first: attnlab's runtime (:func:`attnlab.runtime.configure`: XLA flags and
+    the compile cache, before JAX starts; inherited by the Dask workers) and matplotlib's file backend. The other
+    commands, ``--version`` and ``-h`` import neither JAX nor matplotlib."""
+    from attnlab import runtime
+
+    runtime.configure()
+    import matplotlib
+
+    matplotlib.use("Agg")  # figures are files: no display needed
+
+
 @contextmanager
 def _progress(label: str):
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=err, transient=False) as bar:
         task = bar.add_task(label, total=1.0)
@@ -180,9 +186,9 @@ def _run_one(preset, config, seed: int, quick: bool, out_dir: Path | None, root:
 @app.command("list")
 def list_presets():
     """List every preset: name, paper, figure, description."""
-    from attnlab.registry import all_presets
+    from attnlab.app import catalogue
 
-    presets = all_presets().values()
+    presets = catalogue.presets(prepare=_prepare)
     if out.width < NARROW:  # four columns would fold every cell: one block per preset instead
         for p in presets:
             out.print(p.name, markup=False, highlight=False)
@@ -202,10 +208,9 @@ def list_presets():
 @app.command()
 def show(preset: Annotated[str, typer.Argument(help="preset name (see 'attnlab list')")]):
     """Show a preset: paper, figure, description, and each config field (type, default, quick value, meaning)."""
-    from attnlab.app.describe import config_fields
-    from attnlab.registry import get_preset
+    from attnlab.app import catalogue
 
-    p = get_preset(preset)
+    p, fields = catalogue.describe(preset, prepare=_prepare)
     head = Table.grid(padding=(0, 1))
     head.add_column(no_wrap=True, style="bold")
     head.add_column(overflow="fold")
@@ -213,7 +218,6 @@ def show(preset: Annotated[str, typer.Argument(help="preset name (see 'attnlab l
                         ("description", p.description)):
         head.add_row(label, text)
     out.print(head, markup=False, highlight=False)
-    fields = config_fields(p)
     if out.width < NARROW:  # a table of five columns would fold every cell: one block per field instead
         out.print("config fields (override with --set key=value):", markup=False, highlight=False)
         for f in fields:
@@ -244,6 +248,7 @@ def run(
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write the figures")] = True,
 ):
     """Run one preset and write config.json, data.zarr, summary.json and figures."""
+    _prepare()
     from attnlab.app import ownership
     from attnlab.app.store import preflight
 
@@ -277,6 +282,16 @@ def _sweep_display(total: int, label: str):
 
         yield line
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("running {task.fields[running]}  failed {task.fields[failed]}  reused {task.fields[reused]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -369,6 +384,7 @@ def reproduce(
     """Run every preset (of the named papers) on Dask, then write report.md and report.html. A preset that cannot run
     here (a local input it needs was not given) is skipped, not run, with the reason. The output folder must be new,
     empty or attnlab's (files of yours beside attnlab's are kept; a report attnlab did not write is never replaced)."""
+    _prepare()
     from attnlab.app.resources import check_memory
     from attnlab.app.sweep import Task
     from attnlab.registry import all_presets, unmet
@@ -434,6 +450,7 @@ def sweep(
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write each run's figures")] = True,
 ):
     """Run the Cartesian product of a grid (times K seeds) as independent tasks; resumable; writes sweep.zarr."""
+    _prepare()
     from attnlab.app import sweep as engine
     from attnlab.registry import get_preset
 
@@ -522,6 +539,7 @@ def plot(
     """Redraw a finished run's figures from its data.zarr and config.json, without rerunning.
 
     The PNG and PDF files (and a GIF, for presets with an animation) are replaced atomically; nothing else changes."""
+    _prepare()
     from attnlab.app.describe import redraw
 
     written = redraw(run_dir, animation=animation)
@@ -557,12 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["--help"]
     _size_consoles()
-    from attnlab import runtime
-
-    runtime.configure()
-    import matplotlib
-
-    matplotlib.use("Agg")  # figures are files: no display needed
     try:
         with interrupt.catching_sigint():
             rv = command.main(args=argv, prog_name="attnlab", standalone_mode=False)

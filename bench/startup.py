@@ -1,0 +1,81 @@
+"""Benchmark: the start-up cost of the reference commands (``--version``, ``-h``, ``list``, ``show PRESET``).
+
+For each command, in a fresh process (``python -c`` calling :func:`attnlab.app.cli.main`, output discarded):
+
+* ``cpu_s``: user + system CPU time of the process (``resource.getrusage(RUSAGE_CHILDREN)``), which a loaded
+  machine inflates far less than the wall time;
+* ``wall_s``: the wall time of the process;
+* ``modules``: ``len(sys.modules)`` when the command has returned, and whether ``jax``, ``scipy``, ``pydantic``,
+  ``numpy`` and any paper package (``attnlab.marion`` ...) were imported.
+
+``list`` and ``show`` are measured twice: with an empty catalogue cache (``cold``: every paper imported, the cache
+written) and with the cache that first call wrote (``warm``). The cache lives in a temporary directory
+(``ATTNLAB_CACHE_DIR``). Each command is repeated ``--repeat`` times and the minimum is kept. One JSON object per
+line; the last one holds every row.
+
+    .venv/bin/python bench/startup.py [--repeat 3] [--preset marion-manifold]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+PROBE = """
+import sys
+from attnlab.app.cli import main
+rc = main({argv!r})
+mods = set(sys.modules)
+papers = sorted(p for p in ("marion", "dohmatob", "duranthon", "sakai", "bruno") if "attnlab." + p in mods)
+print("@@" + __import__("json").dumps({{"rc": rc, "modules": len(mods), "papers": papers,
+      **{{m: m in mods for m in ("jax", "scipy", "pydantic", "numpy", "matplotlib")}}}}), file=sys.__stderr__)
+"""
+
+
+def measure(argv: list[str], env: dict[str, str]) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("@@")]
+    if not lines:
+        raise RuntimeError(f"{argv}: no probe output (rc {proc.returncode}): {proc.stderr[-2000:]}")
+    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **json.loads(lines[-1][2:])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--preset", default="marion-manifold")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "ATTNLAB_CACHE_DIR": cache, "COLUMNS": "120"}
+        commands = [("--version", ["--version"], False), ("-h", ["-h"], False),
+                    ("list (cold)", ["list"], True), ("list (warm)", ["list"], False),
+                    ("show (cold)", ["show", args.preset], True), ("show (warm)", ["show", args.preset], False)]
+        for label, argv, cold in commands:
+            best = None
+            for _ in range(args.repeat):
+                if cold:
+                    for name in os.listdir(cache):
+                        os.remove(os.path.join(cache, name))
+                row = measure(argv, env)
+                if best is None or row["cpu_s"] < best["cpu_s"]:
+                    best = row
+            best = {"command": label, **best}
+            print(json.dumps(best), flush=True)
+            rows.append(best)
+    print(json.dumps({"rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Start-up of the reference commands: ``--version``, ``-h``, ``list`` and ``show`` import neither JAX nor the papers
+(``list`` and ``show`` read the catalogue cache, :mod:`attnlab.app.catalogue`), the cache is rebuilt when stale or
+damaged and then prints what an uncached run prints, a broken plugin is never cached, and ``import attnlab`` is lazy.
+
+Each command runs in a fresh process with a cache directory of its own (``ATTNLAB_CACHE_DIR``) and a plugin
+distribution of the test's own on ``PYTHONPATH`` (its entry point registers no preset), whose source file a test
+touches to make the cache stale."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from attnlab.app import catalogue
+
+WRAPPER = textwrap.dedent("""
+    import json, sys
+    from attnlab.app.cli import main
+    rc = main(sys.argv[1:])
+    sys.stdout.flush()
+    mods = sys.modules
+    print("@@" + json.dumps({"rc": rc, "jax": "jax" in mods, "marion": "attnlab.marion" in mods,
+                             "papers": any(m.startswith(("attnlab.marion", "attnlab.dohmatob", "attnlab.duranthon",
+                                                         "attnlab.sakai", "attnlab.bruno")) for m in mods),
+                             "numpy": "numpy" in mods, "matplotlib": "matplotlib" in mods}), file=sys.stderr)
+""")
+"""Runs ``main(argv)`` and reports, on the last line of stderr, its status and what it imported."""
+
+LIVE = "import sys; import attnlab.registry; from attnlab.app.cli import main; sys.exit(main(sys.argv[1:]))"
+"""The command as it runs without the cache: a process that has the registry reads it (and never the cache)."""
+
+
+def _plugin(root: Path, dist: str, package: str, presets_py: str) -> Path:
+    """A distribution on a path of its own (what pip installs, without pip): entry point ``package`` of the group
+    ``attnlab.presets`` -> ``package.presets:presets``."""
+    info = root / f"{dist}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{catalogue.ENTRY_POINT_GROUP}]\n{package} = {package}.presets:presets\n")
+    (root / package).mkdir()
+    (root / package / "__init__.py").write_text("")
+    (root / package / "presets.py").write_text(textwrap.dedent(presets_py))
+    return root
+
+
+def _env(cache: Path, site: Path) -> dict[str, str]:
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "ATTNLAB_CACHE_DIR": str(cache), "PYTHONPATH": path, "COLUMNS": "120"}
+
+
+def _attnlab(env, *argv, live=False):
+    """``(stdout, stderr without the report, report)`` of ``attnlab argv`` in a fresh process."""
+    code = LIVE if live else WRAPPER
+    res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=600)
+    if live:
+        return res.stdout, res.stderr, {"rc": res.returncode}
+    lines = res.stderr.splitlines()
+    assert lines and lines[-1].startswith("@@"), res.stderr
+    return res.stdout, "\n".join(lines[:-1]), json.loads(lines[-1][2:])
+
+
+def _catalogues(cache: Path) -> list[Path]:
+    return sorted(cache.glob("catalogue-*.json"))
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache directory holding the catalogue, written by a first ``attnlab list`` (which imported the papers), and
+    that first call's output."""
+    root = tmp_path_factory.mktemp("startup")
+    site = _plugin(root / "site", "empty-dist", "emptypaper", "def presets():\n    return []\n")
+    env = _env(root / "cache", site)
+    out, err, report = _attnlab(env, "list")
+    assert report["rc"] == 0 and report["marion"], (err, report)
+    assert len(_catalogues(root / "cache")) == 1
+    return {"env": env, "cache": root / "cache", "site": site, "list": out}
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["-h"], ["list"], ["show", "marion-manifold"]])
+def test_reference_commands_import_neither_jax_nor_the_papers(warm, argv):
+    out, err, report = _attnlab(warm["env"], *argv)
+    assert report["rc"] == 0, err
+    assert not report["jax"] and not report["papers"] and not report["matplotlib"], (argv, report)
+    assert out.strip() and not err.strip(), err
+    if argv == ["list"]:
+        assert out == warm["list"]
+
+
+def test_cached_show_prints_what_the_registry_gives(warm):
+    cached, _, _ = _attnlab(warm["env"], "show", "marion-manifold")
+    live, err, report = _attnlab(warm["env"], "show", "marion-manifold", live=True)
+    assert report["rc"] == 0, err
+    assert cached == live and "config fields" in cached and "n_steps" in cached
+
+
+def test_cached_unknown_preset_is_the_same_one_line_error(warm):
+    _, err, report = _attnlab(warm["env"], "show", "marion-nope")
+    assert report["rc"] == 2 and not report["jax"]
+    assert err.strip() == "error: unknown preset 'marion-nope' (run 'attnlab list' to see them)"
+
+
+def test_import_attnlab_is_lazy_and_keeps_its_names():
+    code = textwrap.dedent("""
+        import sys
+        import attnlab
+        print(sorted(m for m in ("attnlab.api", "attnlab.registry", "pydantic", "numpy", "jax") if m in sys.modules))
+        print(all(name in dir(attnlab) for name in attnlab.__all__))
+        from attnlab import run, Check, AttnlabError
+        import attnlab.api, attnlab.registry, attnlab.errors
+        print(run is attnlab.api.run, attnlab.Preset is attnlab.registry.Preset,
+              AttnlabError is attnlab.errors.AttnlabError, "jax" in sys.modules)
+        try:
+            attnlab.no_such_name
+        except AttributeError:
+            print("AttributeError")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:4] == ["[]", "True", "True True True False", "AttributeError"]
+
+
+def test_a_stale_cache_is_rebuilt_and_prints_the_same(warm):
+    source = warm["site"] / "emptypaper" / "presets.py"
+    st = source.stat()
+    os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a plugin's source edited: a new key
+    out, err, report = _attnlab(warm["env"], "list")
+    assert report["rc"] == 0 and report["marion"], (err, report)  # rebuilt: the papers imported again
+    assert out == warm["list"]
+    assert (warm["cache"] / f"catalogue-{_key(warm['env'])}.json").is_file()
+    assert len(_catalogues(warm["cache"])) == 2
+    out, _, report = _attnlab(warm["env"], "list")
+    assert out == warm["list"] and not report["jax"]
+
+
+def _key(env) -> str:
+    code = "from attnlab.app import catalogue; print(catalogue.cache_key())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True).stdout.strip()
+
+
+def test_a_corrupt_cache_is_ignored_and_rewritten(warm):
+    path = Path(warm["cache"]) / f"catalogue-{_key(warm['env'])}.json"
+    assert path.is_file()
+    path.write_text('{"format": 1, "presets": [')  # truncated
+    out, err, report = _attnlab(warm["env"], "list")
+    assert report["rc"] == 0 and report["marion"] and not err.strip(), err
+    assert out == warm["list"]
+    assert json.loads(path.read_text())["presets"]
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"format": 1, "key": "K", "presets": [{"name": 1}]}',
+                                  '{"format": 1, "key": "K", "presets": [{"name": "a", "paper": "a", "citation": "",'
+                                  ' "figure": "", "description": "", "fields": [{"name": "x"}]}]}',
+                                  '{"format": 99, "key": "K", "presets": []}', '{"format": 1, "key": "L", "presets": []}'])
+def test_a_malformed_cache_file_reads_as_missing(tmp_path, text):
+    path = tmp_path / "catalogue-K.json"
+    path.write_text(text)
+    assert catalogue._read(path, "K") is None
+    assert catalogue._read(tmp_path / "missing.json", "K") is None
+
+
+def test_a_broken_plugin_is_reported_and_never_cached(tmp_path):
+    site = _plugin(tmp_path / "site", "broken-dist", "brokenpaper", "import no_such_module_xyz\n")
+    env = _env(tmp_path / "cache", site)
+    out, err, report = _attnlab(env, "list")
+    assert report["rc"] == 0 and "marion-manifold" in out
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "'brokenpaper'" in lines[0] and "ModuleNotFoundError" in lines[0], err
+    assert _catalogues(tmp_path / "cache") == []  # the next call loads the plugin again, and says so again
+
+
+def test_the_catalogue_names_the_registrys_entry_point_group():
+    from attnlab import registry
+
+    assert catalogue.ENTRY_POINT_GROUP == registry.ENTRY_POINT_GROUP
