@@ -2,6 +2,9 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the catalogue cache of attnlab list/show (attnlab.app.catalogue) in a directory of the test session's, inherited by
+# the command lines the tests start: the user's own cache is never written by the tests
+os.environ.setdefault("ATTNLAB_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="attnlab-test-catalogue-"))
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

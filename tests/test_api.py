@@ -16,7 +16,7 @@ BRUNO_TINY = {"n_tokens": 60, "t_end": 0.5, "times": [0.25, 0.5], "kernel_dtype"
 
 def test_presets_lists_every_paper():
     names = attnlab.presets()
-    assert {n.split("-")[0] for n in names} == set(registry.PAPERS)
+    assert {n.split("-")[0] for n in names} >= set(registry.PAPERS)  # and any installed plugin's
     assert all(isinstance(p, attnlab.Preset) for p in names.values())
 
 
