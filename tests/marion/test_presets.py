@@ -102,3 +102,13 @@ def test_a_diverged_run_leaves_its_checks_not_evaluated():
     for c in run.checks:
         assert c.status == "not evaluated" and "non-finite" in c.reason, (c.name, c.reason)
         assert c.control_rejected is None
+
+
+@pytest.mark.parametrize("name", ["marion-manifold", "marion-toy-multihead"])
+def test_an_attention_scale_beyond_the_sign_regime_is_refused(name):
+    from attnlab.errors import AttnlabError
+    from attnlab.marion.predictors import LAMBDA_MAX
+
+    with pytest.raises(AttnlabError, match="^invalid value for 'lambda0': .*less than or equal to 10000"):
+        resolve_config(name, quick=True, overrides={"lambda0": 1e308})
+    assert resolve_config(name, quick=True, overrides={"lambda0": LAMBDA_MAX}).lambda0 == LAMBDA_MAX

@@ -74,6 +74,7 @@ import xarray as xr
 
 from attnlab.config import ExperimentConfig
 from attnlab.marion import multihead as mh
+from attnlab.marion.predictors import LAMBDA_MAX
 from attnlab.registry import Check, mean_se
 
 __all__ = ["CITATION", "NOTEBOOK_KAPPA", "NOTEBOOK_SETTINGS", "SWITCHES", "ToyMultiheadConfig", "run", "summarize",
@@ -115,7 +116,9 @@ class ToyMultiheadConfig(ExperimentConfig):
     L: int = pydantic.Field(10, ge=3, description="sequence length (tokens 1 and 2 carry the signals)")
     gamma: float = pydantic.Field(math.sqrt(0.5), gt=0, description="standard deviation of the signal tokens' noise")
     eps: float = pydantic.Field(0.1, ge=0, description="label noise standard deviation")
-    lambda0: float = pydantic.Field(2.0, gt=0, description="erf scale at t = 0")
+    lambda0: float = pydantic.Field(2.0, gt=0, le=LAMBDA_MAX, description=f"erf scale at t = 0, in (0, {LAMBDA_MAX:g}] "
+                                    "(beyond it erf(lambda X_l . k) is sign(X_l . k) to round-off for all but 5e-4 "
+                                    "of the tokens: attnlab.marion.predictors.LAMBDA_MAX)")
     schedule_rate: float = pydantic.Field(2e-4, ge=0, description="lambda_t = lambda0 / (1 + rate min(t, cap))")
     schedule_cap: int = pydantic.Field(25_000, ge=0, description="update from which lambda_t stays constant")
     step_size: float = pydantic.Field(1e-3, gt=0, description="SGD step size")

@@ -12,7 +12,15 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
-__all__ = ["erf_attention", "oracle_predictor", "linear_baseline_predictor", "bayes_posterior", "bayes_predictor"]
+__all__ = ["LAMBDA_MAX", "erf_attention", "oracle_predictor", "linear_baseline_predictor", "bayes_posterior",
+           "bayes_predictor"]
+
+
+LAMBDA_MAX = 1e4
+"""The largest attention scale lambda a preset accepts: beyond it ``erf(lambda X_l . k)`` equals ``sign(X_l . k)`` to
+float64 round-off (``|erf(x)| = 1`` for ``|x| > 6``) for all but a fraction 5e-4 of the noise tokens
+(``|X_l . k| < 6e-4``, ``X_l . k ~ N(0, 1)``): larger values change nothing but bring the closed form's
+``lambda^2`` terms towards overflow."""
 
 
 def erf_attention(X, k, v, lam):

@@ -35,6 +35,7 @@ from attnlab.marion.dynamics import (
 )
 from attnlab.marion.figures import CITATION, plot
 from attnlab.marion.montecarlo import mc_bayes_risk, mc_excess_risk, mc_excess_risk_in_frame
+from attnlab.marion.predictors import LAMBDA_MAX
 from attnlab.marion.risk import linear_baseline_risk, oracle_excess_risk, population_excess_risk, spurious_point
 from attnlab.registry import Check, Preset, register
 from attnlab.slr.data import init_sphere, sample_teacher
@@ -47,27 +48,38 @@ REACH = 0.9  # a run "reaches the oracle" when |kappa| > 0.9 and |nu| > 0.9 at t
 class MarionConfig(ExperimentConfig):
     """Config of a Marion et al. experiment (field names are the ``--set`` keys)."""
 
-    algorithm: Literal["pgd", "sgd"] = "pgd"
+    algorithm: Literal["pgd", "sgd"] = pydantic.Field(
+        "pgd", description="pgd: projected gradient descent on the population risk (Definition 1); sgd: online SGD "
+                           "on fresh batches")
     d: int = pydantic.Field(400, ge=2, description="dimension")
     L: int = pydantic.Field(10, ge=2, description="sequence length")
     gamma: float = pydantic.Field(math.sqrt(0.5), gt=0, description="signal token standard deviation")
-    lambda0: float = pydantic.Field(0.1, gt=0, description="attention scale (initial value under the schedule)")
-    lambda_schedule: bool = False
+    lambda0: float = pydantic.Field(
+        0.1, gt=0, le=LAMBDA_MAX,
+        description=f"attention scale (initial value under the schedule), in (0, {LAMBDA_MAX:g}]: beyond it "
+                    "erf(lambda X_l . k) is sign(X_l . k) to round-off for all but a fraction 5e-4 of the tokens "
+                    "(|X_l . k| < 6/lambda), so larger values change nothing but bring the closed form's lambda^2 "
+                    "terms towards overflow")
+    lambda_schedule: bool = pydantic.Field(False, description="lambda_t = lambda0 / (1 + rate t) (true) or lambda0")
     schedule_rate: float = pydantic.Field(1e-4, gt=0, description="lambda_t = lambda0 / (1 + rate t) (official 1e-4)")
-    step_size: float = pydantic.Field(4e-3, gt=0)
-    n_steps: int = pydantic.Field(20_000, ge=1)
-    n_repeats: int = pydantic.Field(30, ge=1)
-    init: Literal["sphere", "manifold"] = "sphere"
+    step_size: float = pydantic.Field(4e-3, gt=0, description="step size s of the projected update (Definition 1)")
+    n_steps: int = pydantic.Field(20_000, ge=1, description="number of PGD or SGD steps")
+    n_repeats: int = pydantic.Field(30, ge=1, description="independent runs (teacher and start drawn per run)")
+    init: Literal["sphere", "manifold"] = pydantic.Field(
+        "sphere", description="start: k, v uniform on the sphere, or on the manifold M (theta = eta = rho = 0)")
     batch_size: int = pydantic.Field(5, ge=1, description="SGD batch size")
     eps: float = pydantic.Field(0.0, ge=0, description="label noise standard deviation")
-    log_every: int = pydantic.Field(200, ge=1)
+    log_every: int = pydantic.Field(200, ge=1, description="steps between logged iterates (must divide n_steps)")
     n_test: int = pydantic.Field(1000, ge=2, description="held-out samples per logged step (SGD)")
-    simulator: Literal["reduced", "full"] = "reduced"
+    simulator: Literal["reduced", "full"] = pydantic.Field(
+        "reduced", description="reduced: the exact recursion on the five overlaps (PGD) or the chain exact in law "
+                               "(SGD); full: every repeat in R^d")
     n_mc: int = pydantic.Field(10_000, ge=100, description="Monte Carlo samples in R^d for the closed-form check")
     n_mc_frame: int = pydantic.Field(1_000_000, ge=100, description="Monte Carlo sequences drawn in the frame for "
                                      "the closed-form check against the spurious point")
-    highlight: tuple[int, ...] = (0, 1)
-    plot_individual_runs: bool = False
+    highlight: tuple[int, ...] = pydantic.Field((0, 1), description="repeats drawn as highlighted curves")
+    plot_individual_runs: bool = pydantic.Field(
+        False, description="draw every run's curve instead of a mean band (for bimodal outcomes)")
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
