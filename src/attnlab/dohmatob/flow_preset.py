@@ -43,14 +43,16 @@ PROP10 = {
 
 
 class FlowConfig(ExperimentConfig):
-    d: int = pydantic.Field(100, ge=4)
-    L: int = pydantic.Field(20, ge=2)
-    beta: float = pydantic.Field(1.0, gt=0)
-    gamma: float = pydantic.Field(1 / math.sqrt(2), gt=0, lt=1)
-    links: tuple[str, ...] = ("linear", "quadratic", "relu")
+    """Config of the mean-field flow experiment (field names are the ``--set`` keys)."""
+
+    d: int = pydantic.Field(100, ge=4, description="dimension")
+    L: int = pydantic.Field(20, ge=2, description="sequence length")
+    beta: float = pydantic.Field(1.0, gt=0, description="normalised inverse temperature, lambda = beta sqrt(d)")
+    gamma: float = pydantic.Field(1 / math.sqrt(2), gt=0, lt=1, description="secret-token std, c = sqrt(1 - gamma^2)")
+    links: tuple[str, ...] = pydantic.Field(("linear", "quadratic", "relu"), description="links sigma, one flow each")
     n_grid: int = pydantic.Field(9, ge=2, description="starting points per axis of the phase portrait")
-    t_max: float = pydantic.Field(50.0, gt=0)
-    n_times: int = pydantic.Field(101, ge=2)
+    t_max: float = pydantic.Field(50.0, gt=0, description="time horizon of the flows")
+    n_times: int = pydantic.Field(101, ge=2, description="saved times on [0, t_max]")
     n_mc: int = pydantic.Field(20_000, ge=100, description="Monte Carlo samples per stationary point with mu = 1")
 
     @pydantic.field_validator("links")
@@ -235,16 +237,20 @@ def summarize_flow(ds: xr.Dataset, cfg: FlowConfig):
 
 
 class PhaseConfig(ExperimentConfig):
-    beta: float = pydantic.Field(1.0, gt=0)
+    """Config of the phase-diagram experiment (field names are the ``--set`` keys)."""
+
+    beta: float = pydantic.Field(1.0, gt=0, description="normalised inverse temperature, lambda = beta sqrt(d)")
     d: int = pydantic.Field(100, ge=4, description="dimension of the mean-field oracle-risk map")
-    n_gamma: int = pydantic.Field(80, ge=2)
-    n_alpha: int = pydantic.Field(80, ge=2)
-    alpha_max: float = pydantic.Field(0.6, gt=0)
-    link: str = "linear"
+    n_gamma: int = pydantic.Field(80, ge=2, description="grid points of gamma on [0.02, 0.98]")
+    n_alpha: int = pydantic.Field(80, ge=2, description="grid points of alpha = log(L - 1) / d in (0, alpha_max]")
+    alpha_max: float = pydantic.Field(0.6, gt=0, description="largest alpha of the grid")
+    link: str = pydantic.Field("linear", description="link sigma of the values and labels")
     d_mc: int = pydantic.Field(50, ge=4, description="dimension of the Monte Carlo points")
-    gammas_mc: tuple[float, ...] = (0.3, 0.6, 0.8, 0.9, 0.97)
-    L_mc: tuple[int, ...] = (3, 21, 101, 401)
-    n_mc: int = pydantic.Field(4000, ge=100)
+    gammas_mc: tuple[float, ...] = pydantic.Field((0.3, 0.6, 0.8, 0.9, 0.97),
+                                                  description="gammas of the Monte Carlo points, in (0, 1)")
+    L_mc: tuple[int, ...] = pydantic.Field((3, 21, 101, 401), description="sequence lengths of the Monte Carlo "
+                                           "points, >= 3")
+    n_mc: int = pydantic.Field(4000, ge=100, description="Monte Carlo sequences per point")
 
     @pydantic.field_validator("link")
     @classmethod
