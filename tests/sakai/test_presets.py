@@ -135,3 +135,14 @@ def test_the_score_probe_refuses_the_fields_it_does_not_read():
     with pytest.raises(AttnlabError, match="scores probes one width"):
         resolve_config("sakai-scores", quick=True, overrides={"width": [16, 256]})
     assert resolve_config("sakai-vary-width", quick=True, overrides={"n_heads": [4]}).n_heads == (4,)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("ridge", 1e-300, "ridge must be >= 1e-08"),
+    ("learning_rate", 1e308, "less than or equal to 2"),
+])
+def test_kernel_regression_refuses_meaningless_ridges_and_steps(field, value, match):
+    from attnlab.errors import AttnlabError
+
+    with pytest.raises(AttnlabError, match=match):
+        resolve_config("sakai-kernel-regression", quick=True, overrides={field: value})

@@ -42,13 +42,16 @@ CITATION = "Sakai, Karakida, Imaizumi, NeurIPS 2025 (arXiv:2506.00846)"
 class SakaiConfig(ExperimentConfig):
     """Config of a Sakai et al. experiment (field names are the ``--set`` keys)."""
 
-    experiment: Literal["vary_width", "vary_heads", "scores", "low_rank", "wide"] = "vary_width"
+    experiment: Literal["vary_width", "vary_heads", "scores", "low_rank", "wide"] = pydantic.Field(
+        "vary_width", description="which figure: widths at fixed H (Fig. 1), heads at fixed width (Fig. 2b), the "
+                                  "score probe (Fig. 2a), low rank n = H n_H (Fig. 3), or widths beyond the paper")
     width: tuple[int, ...] = pydantic.Field((16, 64, 256, 1024), description="widths n (low rank: n = H * head_width)")
     n_heads: tuple[int, ...] = pydantic.Field((2,), description="numbers of heads H")
     n_tokens: int = pydantic.Field(4, ge=1, description="sequence length s")
     n_samples: int = pydantic.Field(50_000, ge=20, description="networks per configuration and seed")
-    n_seeds: int = pydantic.Field(10, ge=1)
-    input_activation: Literal["clip", "relu"] = "clip"
+    n_seeds: int = pydantic.Field(10, ge=1, description="independent seeds (the paper's distances are per seed)")
+    input_activation: Literal["clip", "relu"] = pydantic.Field(
+        "clip", description="input activation psi: clip(t, -100, 100) (Fig. 1-3) or ReLU (Fig. 5)")
     head_width: int | None = pydantic.Field(None, ge=1, description="per-head width n_H (low rank)")
     reference_width: int = pydantic.Field(8, ge=1, description="width of the brute-force reference check")
     n_reference: int = pydantic.Field(2000, ge=20, description="brute-force networks per reference check")

@@ -50,6 +50,12 @@ CITATION = "Sakai, Karakida, Imaizumi, NeurIPS 2025 (arXiv:2506.00846)"
 Z_TOL = 5.0
 
 
+RIDGE_MIN = 1e-8
+"""The smallest ridge of a config: see :attr:`RegressionConfig.ridge`."""
+LEARNING_RATE_MAX = 2.0
+"""The largest gradient-descent step of a config: see :attr:`RegressionConfig.learning_rate`."""
+
+
 class RegressionConfig(ExperimentConfig):
     """Config of ``sakai-kernel-regression`` (field names are the ``--set`` keys)."""
 
@@ -58,7 +64,11 @@ class RegressionConfig(ExperimentConfig):
     noise: float = pydantic.Field(0.1, ge=0.0, description="label noise eps")
     n_train: int = pydantic.Field(128, ge=4, description="training sequences")
     n_test: int = pydantic.Field(128, ge=4, description="test sequences")
-    ridge: float = pydantic.Field(0.01, gt=0.0, description="ridge lambda of the readout")
+    ridge: float = pydantic.Field(
+        0.01, description=f"ridge lambda of the readout, >= {RIDGE_MIN:g}: the kernel matrices are O(1) "
+                                        "and singular (rank n < n_train for random features of width n), so K + "
+                                        "lambda I has condition number up to |K|/lambda and below 1e-8 a float64 solve "
+                                        "keeps fewer than half its digits (at 1e-300 the readout's test error was 2444)")
     widths: tuple[int, ...] = pydantic.Field((256, 512, 1024), description="widths n of the readout-trained networks")
     heads: tuple[int, ...] = pydantic.Field((1, 16), description="heads H of the readout-trained networks")
     limit_heads: tuple[int, ...] = pydantic.Field((64, 128, 256), description="heads H of the random kernel's 1/H "
@@ -69,8 +79,19 @@ class RegressionConfig(ExperimentConfig):
     train_widths: tuple[int, ...] = pydantic.Field((16, 32, 64), description="widths of the fully trained networks")
     train_heads: int = pydantic.Field(2, ge=1, description="heads of the fully trained networks")
     train_steps: int = pydantic.Field(300, ge=1, description="full-batch gradient steps")
-    learning_rate: float = pydantic.Field(0.5, gt=0.0, description="gradient-descent step size")
+    learning_rate: float = pydantic.Field(
+        0.5, gt=0.0, le=LEARNING_RATE_MAX,
+        description=f"gradient-descent step size, in (0, {LEARNING_RATE_MAX:g}]: full-batch gradient descent is "
+                    "stable below 2 over the loss's largest curvature, of order 1 for standard normal weights with "
+                    "the 1/sqrt(n) scalings (at the quick sizes steps of 4 overshoot and 8 diverge to NaN)")
     n_trained: int = pydantic.Field(4, ge=2, description="fully trained networks per width (initialisations)")
+
+    @pydantic.field_validator("ridge")
+    @classmethod
+    def _ridge(cls, v):
+        if not v >= RIDGE_MIN:
+            raise ValueError(f"ridge must be >= {RIDGE_MIN:g} (a float64 solve of K + ridge I keeps half its digits)")
+        return v
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
