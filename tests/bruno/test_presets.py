@@ -79,3 +79,18 @@ def test_data_and_figure_conventions(name, over):
     assert all(set(m) == {"time", "clusters_before", "clusters_after"} for m in ds.attrs["merges"])
     problems = preset_problems(p, ds, cfg)
     assert not problems, problems
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"V": [[1e308, 0, 0], [0, 1, 0], [0, 0, 1]]}, "^invalid value for 'V': t_end \\|V\\| must be <= 709"),
+    ({"V_b": [[1e300, 0, 0], [0, 1, 0], [0, 0, 1]]}, "^invalid value for 'V_b': t_end \\|V_b\\| must be <= 709"),
+    ({"beta": 1e308}, "^invalid value for 'beta': beta \\|Q\\^T K\\| must be <= 354"),
+    ({"Q": [[1e200, 0, 0], [0, 1, 0], [0, 0, 1]], "K": [[1e200, 0, 0], [0, 1, 0], [0, 0, 1]]}, "beta \\|Q\\^T K\\|"),
+])
+def test_magnitudes_that_overflow_are_refused_in_one_line_without_warnings(overrides, match):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on the way to the refusal
+        with pytest.raises(AttnlabError, match=match):
+            resolve_config("bruno-alignment", quick=True, overrides=overrides)

@@ -66,13 +66,29 @@ Matrix = tuple[tuple[float, ...], ...]
 ROW_B = ((1.0, -1.0, 0.0), (1.0, 1.0, 0.0), (0.0, 0.0, 0.25))
 
 
+LOG_MAX = math.log(np.finfo(np.float64).max)
+"""log of the largest float64 (709.78): the largest exponent whose exponential is finite."""
+
+
+def _norm(A, B=None) -> float:
+    """The spectral norm of ``A`` (or of ``A^T B``), computed on the matrices scaled to entries of magnitude <= 1 (no
+    overflow however large the entries)."""
+    a = float(np.max(np.abs(A)))
+    if B is None:
+        return 0.0 if a == 0 else a * float(np.linalg.norm(A / a, 2))
+    b = float(np.max(np.abs(B)))
+    return 0.0 if a == 0 or b == 0 else a * b * float(np.linalg.norm((A / a).T @ (B / b), 2))
+
+
 class BrunoConfig(ExperimentConfig):
     """Config of a Bruno et al. experiment (field names are the ``--set`` keys)."""
 
-    scenario: Literal["alignment", "backward-heat", "forward-heat", "three-phases"] = "alignment"
+    scenario: Literal["alignment", "backward-heat", "forward-heat", "three-phases"] = pydantic.Field(
+        "alignment", description="the phase shown: alignment (Fig. 1), backward heat (Fig. 2), forward heat "
+                                 "(Fig. 3) or all three in sequence (Fig. 4)")
     n_tokens: int = pydantic.Field(10_000, ge=1, description="number of tokens N")
     d: int = pydantic.Field(3, ge=2, description="dimension of the ambient space (tokens on S^{d-1})")
-    beta: float = pydantic.Field(30.0, gt=0, description="inverse temperature")
+    beta: float = pydantic.Field(30.0, gt=0, description="inverse temperature; beta |Q^T K| <= 354 (see Q)")
     dt: float = pydantic.Field(1e-2, gt=0, description="step size (1/L in the paper's Eq. (1))")
     dt_max: float = pydantic.Field(1e-2, gt=0, description="largest step on late log-spaced segments")
     integrator: Literal["euler", "bs32"] = pydantic.Field(
@@ -81,17 +97,25 @@ class BrunoConfig(ExperimentConfig):
     tol: float = pydantic.Field(1e-5, gt=0, description="bs32: absolute local error per step")
     t_end: float = pydantic.Field(6.0, gt=0, description="horizon")
     times: tuple[float, ...] = pydantic.Field((), description="snapshot times (empty: n_snapshots log-spaced)")
-    n_snapshots: int = pydantic.Field(24, ge=2)
+    n_snapshots: int = pydantic.Field(24, ge=2, description="log-spaced snapshot times when times is empty")
     t_first: float = pydantic.Field(0.01, gt=0, description="first log-spaced snapshot time")
-    Q: Matrix | None = None
-    K: Matrix | None = None
-    V: Matrix | None = None
-    V_b: Matrix | None = pydantic.Field(ROW_B, description="alignment row (b) value matrix (None: one row only)")
-    means: tuple[float, ...] = (1.0, 3.0, 5.0)
-    weights: tuple[float, ...] = (0.4, 0.35, 0.25)
+    Q: Matrix | None = pydantic.Field(
+        None, description="query matrix, d x d (None: the identity); with K, beta |Q^T K|_2 <= 354 = log(max float64) "
+                          "/ 2, so that the attention weights exp(beta <Q x, K y>) of unit tokens and their ratios "
+                          "(differences of two scores, up to 2 beta |Q^T K|) stay finite")
+    K: Matrix | None = pydantic.Field(None, description="key matrix, d x d (None: the identity); see Q")
+    V: Matrix | None = pydantic.Field(
+        None, description="value matrix, d x d (None: the identity); t_end |V|_2 <= 709 = log(max float64), so that "
+                          "the flow's growth e^{t V} (the alignment phase's closed form) stays finite")
+    V_b: Matrix | None = pydantic.Field(ROW_B, description="alignment row (b) value matrix (None: one row only); "
+                                        "t_end |V_b|_2 <= 709 as for V")
+    means: tuple[float, ...] = pydantic.Field((1.0, 3.0, 5.0), description="angles (rad) of the initial mixture's "
+                                              "components (azimuths on S^2)")
+    weights: tuple[float, ...] = pydantic.Field((0.4, 0.35, 0.25), description="the components' weights (sum 1)")
     variance: float = pydantic.Field(0.04, gt=0, description="wrapped-normal variance of each component")
     latitude_range: float = pydantic.Field(math.pi / 2, gt=0, le=math.pi / 2, description="|latitude| <= this")
-    kernel_dtype: Literal["float64", "float32"] = "float64"
+    kernel_dtype: Literal["float64", "float32"] = pydantic.Field(
+        "float64", description="precision of the attention sums (tokens and integration stay float64)")
     implementation: Literal["auto", "native", "jax"] = pydantic.Field(
         "auto", description="attention sums in the C kernel (float32, d <= 8, CPU) or in JAX (auto: C where it "
                             "applies); the run records which ran")
@@ -120,6 +144,15 @@ class BrunoConfig(ExperimentConfig):
             raise ValueError(f"the {self.scenario} scenario lives on S^2 (d = 3)")
         if self.dt_max < self.dt:
             raise ValueError("dt_max must be >= dt")
+        scores = self.beta * _norm(self.matrix("Q"), self.matrix("K"))
+        if not scores <= LOG_MAX / 2:
+            raise ValueError(f"invalid value for 'beta': beta |Q^T K| must be <= {int(LOG_MAX / 2)} (attention weights "
+                             f"exp(beta <Q x, K y>) and their ratios finite in float64); got {scores:.3g}")
+        for name in ("V", "V_b"):
+            growth = self.t_end * _norm(self.matrix(name)) if getattr(self, name) is not None or name == "V" else 0.0
+            if not growth <= LOG_MAX:
+                raise ValueError(f"invalid value for {name!r}: t_end |{name}| must be <= {int(LOG_MAX)} (the flow's "
+                                 f"growth e^(t {name}) finite in float64); got {growth:.3g}")
         return self
 
     def matrix(self, name: str):
