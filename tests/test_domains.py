@@ -1,9 +1,10 @@
-"""The public functions of every paper package guard their domain and compute in float64.
+"""The public functions of every paper package guard their domain and compute in float64; the presets' configs do.
 
 * Every function exported by a paper's ``__init__`` (its ``__all__``) runs inside :func:`attnlab.runtime.float64`,
   except the few that compute no array (listed with the reason).
 * Fuzzing: arguments drawn with bad values among good ones (negative, zero, non-integer, boolean, NaN, infinite,
   wrong shapes); every draw gives a finite result or a one-line ValueError, never another exception.
+* Configs: every field of every preset's config class is described; a field a preset does not read is refused.
 """
 
 import importlib
@@ -16,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab import bruno, dohmatob, duranthon, marion, runtime, sakai, slr
-from attnlab.registry import PAPERS
+from attnlab.errors import AttnlabError
+from attnlab.registry import PAPERS, all_presets, resolve_config
 
 NO_ARRAYS = {
     "duranthon.custom_activation": "wraps a user callable, computes nothing",
@@ -193,3 +195,20 @@ def test_fuzz_duranthon_samplers(a):
     key = jax.random.key(0)  # few shapes: each (n, L_max) is a compilation
     outcome(duranthon.sample_scores, key, a["model"], a["nu"], a["L"], a["n"], a["noise"])
     outcome(duranthon.frozen_samples, key, a["model"], a["nu"], a["L"], a["n"], a["noise"])
+
+
+PRESETS = {name: p for name, p in all_presets().items() if p.paper in PAPERS}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_config_field_is_described(name):
+    fields = PRESETS[name].config_cls.model_fields
+    assert not [f for f, info in fields.items() if not (info.description or "").strip()], name
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in PRESETS.items() if p.unused))
+def test_fields_a_preset_does_not_read_are_refused(name):
+    config = resolve_config(name, quick=True)
+    for field in sorted(PRESETS[name].unused):
+        with pytest.raises(AttnlabError, match=f"^{name} does not use the config field '{field}'"):
+            resolve_config(name, quick=True, overrides={field: getattr(config, field)})

@@ -70,3 +70,11 @@ def test_runs_refuse_bad_params_steps_and_vectors(key):
         marion.run_pgd_full(2 * e[2], e[3], e[0], e[1], PARAMS, 20, 10)
     with pytest.raises(ValueError, match="^the vectors must have dimension p.d = 20"):
         marion.run_pgd_full(e[2, :10], e[3, :10], e[0, :10], e[1, :10], PARAMS, 20, 10)
+
+
+def test_the_linear_baseline_at_one_token_is_the_label_noise():
+    """At L = 1 the location is known: the risk is eps^2 for every gamma (the form gamma^2 - gamma^4 / (gamma^2 +
+    L - 1) divided 0 by 0 at gamma = 0, and by a gamma^2 + L - 1 rounded to 0 at gamma = 2.2e-16)."""
+    for gamma in (0.0, 2.220446049250313e-16, 0.7):
+        assert float(marion.linear_baseline_risk(gamma, 1, 0.1)) == pytest.approx(0.01, rel=1e-15)
+    assert float(marion.linear_baseline_risk(0.7, 10, 0.0)) == pytest.approx(0.49 - 0.7**4 / (0.49 + 9), rel=1e-14)
