@@ -237,3 +237,27 @@ def test_sample_complexity_lam_optimal_records_lambda_star_and_checks_it_against
     c = [c for c in checks if c.name.startswith("lambda* within the grid's resolution")]
     assert len(c) == 1 and c[0].passed and c[0].control_rejected, c
     assert ds.attrs["lambda_k"] == "optimal" and "sample_complexity" in figs
+
+
+def test_a_bad_lam_names_the_values_it_accepts():
+    with pytest.raises(AttnlabError, match='^invalid value for \'lam\': .*lam must be a positive number or "optimal" '
+                                           r"\(got -1\)$") as err:
+        resolve_config("duranthon-sample-complexity", quick=True, overrides={"lam": -1})
+    assert "constrained-float" not in str(err.value)
+    with pytest.raises(AttnlabError, match="lam_star_grid must be empty or hold at least 2 values"):
+        resolve_config("duranthon-sample-complexity", quick=True, overrides={"lam_star_grid": [0.1]})
+
+
+@pytest.mark.slow
+def test_quick_lam_optimal_finds_lambda_star_inside_its_grid_and_passes():
+    """``attnlab run duranthon-sample-complexity --quick --set lam=optimal``: at alpha = 2 the replica test error
+    still falls below PAPER_LAM_GRID's smallest lambda (0.03), so the quick grid (QUICK_LAM_STAR_GRID) reaches
+    lower: lambda* is a root inside it at every alpha and every check is evaluated and passes."""
+    from attnlab.duranthon.presets import PAPER_LAM_GRID, QUICK_LAM_STAR_GRID
+
+    ds, (metrics, checks), _ = _run("duranthon-sample-complexity", lam="optimal")
+    assert set(ds.lambda_star_status.values.ravel()) == {"root"}
+    lam = ds.lambda_star.values.ravel()
+    assert np.all((lam > min(QUICK_LAM_STAR_GRID)) & (lam < max(QUICK_LAM_STAR_GRID)))
+    assert lam.min() < min(PAPER_LAM_GRID)  # the optimum the paper's grid missed
+    assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]

@@ -68,7 +68,7 @@ ALGORITHMS = ("gd", "sgd")
 class LandscapeConfig(ExperimentConfig):
     """Config of ``duranthon-gd-landscape``."""
 
-    model: Literal["spiked"] = "spiked"
+    model: Literal["spiked"] = pydantic.Field("spiked", description="data model (spiked-SLR only)")
     L: int = pydantic.Field(3, ge=2, description="sequence length")
     points: tuple[tuple[float, float, float], ...] = pydantic.Field(
         ((2.0, 2.0, 1.0), (2.0, 2.0, 0.3), (2.0, 2.0, 0.1)), min_length=1,

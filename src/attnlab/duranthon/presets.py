@@ -21,7 +21,7 @@ errors, the wall time and the peak memory; a single large run is, e.g.,
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Literal
 
 import jax
 import numpy as np
@@ -150,10 +150,12 @@ def _positive_finite(name: str, values):
 class PopulationConfig(ExperimentConfig):
     """Config of ``duranthon-population`` (field names are the ``--set`` keys)."""
 
-    models: tuple[Literal["spiked", "max"], ...] = ("spiked", "max")
+    models: tuple[Literal["spiked", "max"], ...] = pydantic.Field(("spiked", "max"), description="data models: "
+                                                                  "spiked-SLR, max-SLR")
     nus: tuple[float, ...] = pydantic.Field((1.0, 2.0, 5.0, 10.0), min_length=1, description="signal strengths")
     Ls: tuple[int, ...] = pydantic.Field((2, 3), min_length=1, description="fixed sequence lengths")
-    activations: tuple[ActName, ...] = ("softmax", "linear", "centred_linear", "softplus")
+    activations: tuple[ActName, ...] = pydantic.Field(("softmax", "linear", "centred_linear", "softplus"),
+                                                      description="attention-weight functions sigma compared")
     n_mc: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples per risk estimate")
     kappa_max: float = pydantic.Field(40.0, gt=0, description="upper end of the key-scale search")
     D_check: int = pydantic.Field(40, ge=4, description="dimension of the R^D check of the risk on M")
@@ -248,7 +250,8 @@ class ActivationsConfig(ExperimentConfig):
 
     nu_spiked: float = pydantic.Field(5.0, gt=0, allow_inf_nan=False, description="nu of spiked-SLR")
     nu_max: float = pydantic.Field(math.inf, gt=0, allow_inf_nan=True, description="nu of max-SLR (may be inf)")
-    activations: tuple[ActName, ...] = ACTIVATIONS
+    activations: tuple[ActName, ...] = pydantic.Field(ACTIVATIONS, description="attention-weight functions sigma "
+                                                      "compared")
     n_mc: int = pydantic.Field(100_000, ge=1000, description="Monte Carlo samples per risk estimate")
     kappa_max: float = pydantic.Field(1000.0, gt=0, description="upper end of the key-scale search")
 
@@ -310,7 +313,7 @@ register(Preset(
 class _ReplicaVsERMConfig(ExperimentConfig):
     """Fields shared by the replica-against-ERM presets (sample complexity, low SNR)."""
 
-    model: Literal["spiked", "max"] = "spiked"
+    model: Literal["spiked", "max"] = pydantic.Field("spiked", description="data model: spiked-SLR or max-SLR")
     n_sets: int = pydantic.Field(2, ge=2, description="independent frozen sets (their spread gives the SE)")
     sqrt_ND: float = pydantic.Field(500.0, gt=0, description="simulation size: D = sqrt_ND/sqrt(alpha)")
     n_test: int = pydantic.Field(4000, ge=100, description="fresh test samples per ERM run")
@@ -328,6 +331,10 @@ PAPER_SETTINGS = {"fig3-spiked-nu1": {"model": "spiked", "nu": 1.0, "L": 3},
                   "fig3-spiked-nu2": {"model": "spiked", "nu": 2.0, "L": 3},
                   "fig3-max-nuinf": {"model": "max", "nu": math.inf, "L": 3}}
 PAPER_LAM_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
+QUICK_LAM_STAR_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
+"""The quick run's brackets of lambda* (``lam=optimal``): at its sizes (spiked-SLR, nu = 5, L = 2, n_replica = 1000)
+the replica test error falls from lambda = 3 down to lambda* ~ 0.015 at alpha = 2 and ~ 0.1 at alpha = 8, both
+inside; PAPER_LAM_GRID stops at 0.03, beyond which the optimum at alpha = 2 lies."""
 
 
 class SampleComplexityConfig(_ReplicaVsERMConfig):
@@ -339,24 +346,47 @@ class SampleComplexityConfig(_ReplicaVsERMConfig):
         attnlab sweep duranthon-sample-complexity --grid setting=fig3-spiked-nu1,fig3-spiked-nu2,fig3-max-nuinf
     """
 
-    setting: Literal["custom", "fig3-spiked-nu1", "fig3-spiked-nu2", "fig3-max-nuinf"] = "custom"
+    setting: Literal["custom", "fig3-spiked-nu1", "fig3-spiked-nu2", "fig3-max-nuinf"] = pydantic.Field(
+        "custom", description="one of the paper's Fig. 3 settings (fixes model, nu, L and the lambda grid), or "
+                              "custom")
     nu: float = pydantic.Field(5.0, gt=0, allow_inf_nan=True, description="signal strength (may be inf for max-SLR)")
     L: int = pydantic.Field(2, ge=1, description="sequence length")
-    alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1)
-    lam: Annotated[float, pydantic.Field(gt=0)] | Literal["optimal"] = pydantic.Field(
-        1.0, description="lambda_k = lambda_v (when lam_grid is empty), or optimal: per alpha and activation the "
-                         "minimiser lambda* of the replica test error, bracketed by lam_grid (PAPER_LAM_GRID if "
-                         "empty)")
+    alphas: tuple[float, ...] = pydantic.Field((1.0, 2.0, 4.0, 8.0), min_length=1,
+                                               description="sample ratios alpha = N / D")
+    lam: float | Literal["optimal"] = pydantic.Field(
+        1.0, description="lambda_k = lambda_v, a positive number (when lam_grid is empty), or \"optimal\": per alpha "
+                         "and activation the minimiser lambda* of the replica test error, bracketed by lam_star_grid "
+                         "(else lam_grid, else PAPER_LAM_GRID)")
     lam_grid: tuple[float, ...] = pydantic.Field((), description="lambda_k = lambda_v grid: per alpha and activation "
                                                  "the lambda of lowest replica test error (empty: fixed lam)")
+    lam_star_grid: tuple[float, ...] = pydantic.Field(
+        (), description="with lam = optimal, the lambda_k = lambda_v grid whose adjacent points bracket lambda* (at "
+                        "least 2 values; empty: lam_grid, else PAPER_LAM_GRID); lambda* outside its range leaves the "
+                        "optimum unevaluated")
     lam_grid_rs_stable: bool = pydantic.Field(True, description="grid search among RS-stable (AT) fixed points only")
-    activations: tuple[Literal["softmax", "linear"], ...] = ("softmax", "linear")
+    activations: tuple[Literal["softmax", "linear"], ...] = pydantic.Field(("softmax", "linear"),
+                                                                           description="attention weights compared")
     n_replica: int = pydantic.Field(1500, ge=50, description="frozen samples per replica set")
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM repeats per alpha")
     n_risk: int = pydantic.Field(50_000, ge=1000, description="Monte Carlo samples of the test-error formula")
 
     _alphas = pydantic.field_validator("alphas")(classmethod(lambda cls, v: _positive_finite("alpha", v)))
-    _lam_grid = pydantic.field_validator("lam_grid")(classmethod(lambda cls, v: _positive_finite("lambda", v)))
+    _lam_grid = pydantic.field_validator("lam_grid", "lam_star_grid")(
+        classmethod(lambda cls, v: _positive_finite("lambda", v)))
+
+    @pydantic.field_validator("lam", mode="before")
+    @classmethod
+    def _lam(cls, v):
+        if v == "optimal" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)):
+            return v
+        raise ValueError("lam must be a positive number or \"optimal\"")
+
+    @pydantic.field_validator("lam_star_grid")
+    @classmethod
+    def _bracket(cls, v):
+        if len(v) == 1:
+            raise ValueError(f"lam_star_grid must be empty or hold at least 2 values (its brackets); got {v}")
+        return v
 
     @pydantic.model_validator(mode="before")
     @classmethod
@@ -378,7 +408,7 @@ def run_sample_complexity(cfg: SampleComplexityConfig, key, progress=None) -> xr
     scale = cfg.informed_scale if math.isinf(cfg.nu) else None
     optimal = cfg.lam == "optimal"
     lam = math.nan if optimal else cfg.lam
-    grid = (cfg.lam_grid or PAPER_LAM_GRID) if optimal else (cfg.lam_grid or None)
+    grid = (cfg.lam_star_grid or cfg.lam_grid or PAPER_LAM_GRID) if optimal else (cfg.lam_grid or None)
     return _dimensionless(theory_vs_simulation(key, cfg.model, cfg.nu, cfg.L, cfg.alphas, lam, lam, cfg.activations,
                                 cfg.n_replica, cfg.n_sets, cfg.sqrt_ND, cfg.n_seeds, cfg.n_test, cfg.n_risk,
                                 informed_scale=scale, lam_grid=grid, grid_rs_stable=cfg.lam_grid_rs_stable,
@@ -393,7 +423,7 @@ register(Preset(
     config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
     plot=plot_sample_complexity, defaults={}, finding=_finding_sample_complexity,
     quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 1000, "n_sets": 4, "sqrt_ND": 150.0,
-           "n_seeds": 8, "n_test": 4000, "n_risk": 20_000},
+           "n_seeds": 8, "n_test": 4000, "n_risk": 20_000, "lam_star_grid": QUICK_LAM_STAR_GRID},
 ))
 
 
@@ -407,11 +437,13 @@ class LowSNRConfig(_ReplicaVsERMConfig):
 
     nu: float = pydantic.Field(1.0, gt=0, allow_inf_nan=True, description="signal strength (may be inf for max-SLR)")
     L: int = pydantic.Field(3, ge=1, description="sequence length")
-    alphas: tuple[float, ...] = pydantic.Field((2.0,), min_length=1)
+    alphas: tuple[float, ...] = pydantic.Field((2.0,), min_length=1, description="sample ratios alpha = N / D")
     lams: tuple[float, ...] = pydantic.Field((1.0, 0.3, 0.1, 0.03, 0.01), min_length=2,
                                              description="lambda_k = lambda_v path (continuation, decreasing)")
-    activation: Literal["softmax", "linear"] = "softmax"
-    jacobians: tuple[Literal["implicit", "stein"], ...] = ("implicit", "stein")
+    activation: Literal["softmax", "linear"] = pydantic.Field("softmax", description="attention weights")
+    jacobians: tuple[Literal["implicit", "stein"], ...] = pydantic.Field(
+        ("implicit", "stein"), description="estimators of V_hat compared: pointwise (implicit function theorem) and "
+                                           "Stein's lemma")
     n_replica: int = pydantic.Field(1024, ge=50, description="frozen samples per replica set")
     qmc: bool = pydantic.Field(True, description="frozen sets by scrambled Sobol (independent scrambles) or MC")
     n_seeds: int = pydantic.Field(3, ge=2, description="ERM data sets per alpha (informed and random start each)")
