@@ -233,6 +233,11 @@ def test_plot_of_a_run_with_damaged_data_is_one_line(tmp_path, monkeypatch, caps
     monkeypatch.chdir(tmp_path)
     assert main([*RUN, "--out", "run"]) == 0
     capsys.readouterr()
+    chunks = [p for p in (tmp_path / "run" / "data.zarr").glob("*/*") if p.name[0].isdigit()]
+    assert chunks
+    chunks[0].unlink()  # zarr would read the missing chunk as fill values: a plot of made-up data
+    assert main(["plot", "run"]) == 2
+    assert "misses 1 of its" in one_error_line(capsys)
     shutil.rmtree(tmp_path / "run" / "data.zarr")
     assert main(["plot", "run"]) == 2
     assert "data.zarr" in one_error_line(capsys)

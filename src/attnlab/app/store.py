@@ -123,10 +123,17 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 
 def read_data(run_dir: Path):
-    """The dataset of a finished run, loaded into memory (``data.zarr``)."""
+    """The dataset of a finished run, loaded into memory (``data.zarr``). A store missing a chunk (which zarr would
+    read as fill values) raises :class:`AttnlabError` naming the variable."""
     import xarray as xr
+    import zarr
 
-    with xr.open_zarr(Path(run_dir) / "data.zarr") as ds:
+    path = Path(run_dir) / "data.zarr"
+    for name, array in zarr.open_group(str(path), mode="r").arrays():
+        if array.nchunks_initialized < array.nchunks:
+            raise AttnlabError(f"{path} is damaged: variable {name!r} misses {array.nchunks - array.nchunks_initialized}"
+                               f" of its {array.nchunks} chunks")
+    with xr.open_zarr(path) as ds:
         return ds.load()
 
 
