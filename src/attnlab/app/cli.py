@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -305,50 +305,6 @@ def _sweep_display(total: int, label: str):
         yield update
 
 
-def _check_folder(folder: Path) -> None:
-    """An output folder of ``reproduce`` or ``sweep`` (checked before anything runs; nothing is written): a
-    writable directory, or a new one that can be made, which is empty, marked as attnlab's, or holds nothing but what
-    attnlab recognises as its own (:func:`attnlab.app.ownership.folder_foreign_entries`); a report attnlab did not
-    write is never replaced."""
-    from attnlab.app import ownership
-
-    if str(folder) == "":
-        raise AttnlabError("empty --out: name a directory")
-    for path in (folder, *folder.parents):
-        if path.exists() and not path.is_dir():
-            raise AttnlabError(f"cannot write to output directory {folder}: {path} exists and is not a directory")
-    ownership.check_writable(folder)
-    foreign = ownership.folder_foreign_entries(folder)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise AttnlabError(f"output folder {folder} holds files attnlab did not write ({shown}): it is left "
-                           "untouched; choose another --out")
-
-
-@contextmanager
-def _output_folder(folder: Path, kind: str):
-    """Hold the lock of the output folder of a ``reproduce`` or ``sweep`` (a second one into the same folder is
-    refused in one line), and mark the folder as attnlab's; a folder made here and left empty (the run failed
-    before writing anything) is removed again."""
-    from attnlab.app import ownership
-
-    with ownership.writer_lock(folder, what=f"running a {kind} into"):
-        _check_folder(folder)  # again, under the lock
-        existed = folder.exists()
-        try:
-            ownership.mark_folder(folder, kind)
-        except OSError as e:
-            raise AttnlabError(f"cannot write to output directory {folder}: {e.strerror or e}") from None
-        try:
-            yield
-        except BaseException:
-            if not existed and sorted(p.name for p in folder.iterdir()) == [ownership.FOLDER_MARK]:
-                (folder / ownership.FOLDER_MARK).unlink(missing_ok=True)
-                with suppress(OSError):
-                    folder.rmdir()
-            raise
-
-
 def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str, check_first=None):
     from attnlab.app import ownership, scheduling
     from attnlab.app import sweep as engine
@@ -385,6 +341,7 @@ def reproduce(
     here (a local input it needs was not given) is skipped, not run, with the reason. The output folder must be new,
     empty or attnlab's (files of yours beside attnlab's are kept; a report attnlab did not write is never replaced)."""
     _prepare()
+    from attnlab.app import ownership
     from attnlab.app.resources import check_memory
     from attnlab.app.sweep import Task
     from attnlab.registry import all_presets, unmet
@@ -395,7 +352,7 @@ def reproduce(
         if paper not in known:
             raise AttnlabError(f"unknown paper {paper!r} (known: {', '.join(known)})")
     chosen = [p for p in presets.values() if not papers or p.paper in papers]
-    _check_folder(out_dir)
+    ownership.check_output_folder(out_dir)
     skipped: dict[str, str] = {}
     for p in chosen:  # validate every config before anything runs
         _, config = _resolve(p.name, quick, None)
@@ -406,7 +363,7 @@ def reproduce(
             continue
         check_memory(p, config)
     tasks = [Task(p.name, (), seed, quick) for p in chosen if p.name not in skipped]
-    with _output_folder(out_dir, "reproduce"):
+    with ownership.output_folder(out_dir, "reproduce"):
         _reproduce(tasks, out_dir, scheduler, workers, presets, skipped)
 
 
@@ -451,6 +408,7 @@ def sweep(
 ):
     """Run the Cartesian product of a grid (times K seeds) as independent tasks; resumable; writes sweep.zarr."""
     _prepare()
+    from attnlab.app import ownership
     from attnlab.app import sweep as engine
     from attnlab.registry import get_preset
 
@@ -461,8 +419,8 @@ def sweep(
     seed_list = list(range(seeds))
     tasks = engine.expand_grid(p, grid, seed_list, quick, figures)
     out_dir = out_dir or Path("results") / "sweeps" / engine.sweep_dir_name(p.name, grid, seed_list, quick)
-    _check_folder(out_dir)
-    with _output_folder(out_dir, "sweep"):
+    ownership.check_output_folder(out_dir)
+    with ownership.output_folder(out_dir, "sweep"):
         # an unknown --plot metric is rejected as soon as the first task finishes (the metric names come from the
         # preset's summary), and the tasks not yet started are cancelled
         outcomes = _engine(tasks, out_dir, scheduler, workers, f"sweep {p.name}",

@@ -42,7 +42,8 @@ from attnlab.errors import AttnlabError
 
 __all__ = ["MANIFEST", "FOLDER_MARK", "TEMPORARY_MARK", "REPORT_SIGNATURE", "new_temporary", "is_temporary",
            "owned_entries", "foreign_entries", "is_attnlab_run", "write_manifest", "commit_into", "writer_lock",
-           "check_writable", "folder_foreign_entries", "mark_folder", "is_attnlab_report", "remove_stale_temporaries"]
+           "check_writable", "folder_foreign_entries", "mark_folder", "is_attnlab_report", "remove_stale_temporaries",
+           "check_output_folder", "output_folder"]
 
 MANIFEST = ".attnlab-manifest.json"
 FOLDER_MARK = ".attnlab-folder.json"
@@ -339,3 +340,45 @@ def mark_folder(folder: Path, kind: str) -> None:
     mark = folder / FOLDER_MARK
     if not mark.exists():
         mark.write_text(json.dumps({"written_by": "attnlab", "kind": kind}) + "\n")
+
+
+def check_output_folder(folder: Path) -> None:
+    """Raise :class:`AttnlabError` (one line) unless ``folder`` may be the output folder of a ``reproduce`` or
+    ``sweep``; writes nothing: a writable directory, or a new one that can be made, which is empty, marked as
+    attnlab's, or holds nothing but what attnlab recognises as its own (:func:`folder_foreign_entries`); a report
+    attnlab did not write is never replaced."""
+    folder = Path(folder)
+    if str(folder) == "":
+        raise AttnlabError("empty --out: name a directory")
+    for path in (folder, *folder.parents):
+        if path.exists() and not path.is_dir():
+            raise AttnlabError(f"cannot write to output directory {folder}: {path} exists and is not a directory")
+    check_writable(folder)
+    foreign = folder_foreign_entries(folder)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise AttnlabError(f"output folder {folder} holds files attnlab did not write ({shown}): it is left "
+                           "untouched; choose another --out")
+
+
+@contextlib.contextmanager
+def output_folder(folder: Path, kind: str) -> Iterator[None]:
+    """Hold the lock of the output folder of a ``reproduce`` or ``sweep`` (``kind``) for the block (a second one into
+    the same folder is refused in one line), after checking it again (:func:`check_output_folder`) and marking it as
+    attnlab's; a folder made here and left empty (the command failed before writing anything) is removed again."""
+    folder = Path(folder)
+    with writer_lock(folder, what=f"running a {kind} into"):
+        check_output_folder(folder)
+        existed = folder.exists()
+        try:
+            mark_folder(folder, kind)
+        except OSError as e:
+            raise AttnlabError(f"cannot write to output directory {folder}: {e.strerror or e}") from None
+        try:
+            yield
+        except BaseException:
+            if not existed and sorted(p.name for p in folder.iterdir()) == [FOLDER_MARK]:
+                (folder / FOLDER_MARK).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise

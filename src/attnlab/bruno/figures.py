@@ -23,7 +23,7 @@ import xarray as xr
 from attnlab.plot import LABELS, SIMULATION, THEORY, colorbar, panels, paper_figure, plt
 
 if TYPE_CHECKING:
-    from attnlab.bruno.presets import BrunoConfig
+    from attnlab.bruno.configs import BrunoConfig
 
 __all__ = ["plot"]
 

@@ -19,7 +19,7 @@ from attnlab.duranthon.summaries import _mean_se
 from attnlab.plot import LABELS, SIMULATION, THEORY, panels, paper_figure
 
 if TYPE_CHECKING:
-    from attnlab.duranthon.presets import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
+    from attnlab.duranthon.configs import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
 
 __all__ = ["ACTIVATION_LABELS", "plot_population", "plot_activations", "plot_sample_complexity", "plot_low_snr",
            "plot_gd_landscape"]

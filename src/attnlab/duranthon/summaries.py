@@ -14,7 +14,7 @@ import xarray as xr
 from attnlab.registry import Check
 
 if TYPE_CHECKING:
-    from attnlab.duranthon.presets import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
+    from attnlab.duranthon.configs import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
 
 ROUND_OFF = 1e-10  # absolute floor of tolerances: at L = 1 every risk is 0 up to float64 round-off
 

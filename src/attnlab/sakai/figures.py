@@ -23,7 +23,7 @@ import xarray as xr
 from attnlab.plot import LABELS, SIMULATION, THEORY, panels, paper_figure, plt
 
 if TYPE_CHECKING:
-    from attnlab.sakai.presets import SakaiConfig
+    from attnlab.sakai.configs import SakaiConfig
 
 __all__ = ["plot"]
 

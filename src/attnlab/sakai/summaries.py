@@ -12,7 +12,7 @@ import xarray as xr
 from attnlab.registry import Check
 
 if TYPE_CHECKING:
-    from attnlab.sakai.presets import SakaiConfig
+    from attnlab.sakai.configs import SakaiConfig
 
 __all__ = ["summarize", "finding"]
 
