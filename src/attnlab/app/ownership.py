@@ -43,7 +43,7 @@ from attnlab.errors import AttnlabError
 __all__ = ["MANIFEST", "FOLDER_MARK", "TEMPORARY_MARK", "REPORT_SIGNATURE", "new_temporary", "is_temporary",
            "owned_entries", "foreign_entries", "is_attnlab_run", "write_manifest", "commit_into", "writer_lock",
            "check_writable", "folder_foreign_entries", "mark_folder", "is_attnlab_report", "remove_stale_temporaries",
-           "check_output_folder", "output_folder"]
+           "check_output_folder", "output_folder", "all_chunks_written"]
 
 MANIFEST = ".attnlab-manifest.json"
 FOLDER_MARK = ".attnlab-folder.json"
@@ -166,11 +166,21 @@ def foreign_entries(run_dir: Path) -> list[str]:
 
 
 def write_manifest(run_dir: Path, entries) -> None:
-    """Write the manifest of ``run_dir`` atomically: ``entries`` are the names attnlab wrote there."""
+    """Write the manifest of ``run_dir`` atomically: ``entries`` are the names attnlab wrote there. It also says
+    that ``data.zarr`` holds every chunk of every variable (the store writes chunks of fill values too), so that a
+    missing chunk is damage (:func:`all_chunks_written`)."""
     run_dir = Path(run_dir)
     tmp = run_dir / f"{MANIFEST}.attnlab-tmp-{uuid.uuid4().hex[:8]}"
-    tmp.write_text(json.dumps({"written_by": "attnlab", "entries": sorted(set(entries) - {MANIFEST})}, indent=1))
+    tmp.write_text(json.dumps({"written_by": "attnlab", "entries": sorted(set(entries) - {MANIFEST}),
+                               "all_chunks_written": True}, indent=1))
     os.replace(tmp, run_dir / MANIFEST)
+
+
+def all_chunks_written(run_dir: Path) -> bool:
+    """Whether the run's manifest says that its ``data.zarr`` holds every chunk (runs written before it said so may
+    omit chunks of fill values, which zarr reads back as such)."""
+    record = _read_json(Path(run_dir) / MANIFEST)
+    return isinstance(record, dict) and record.get("all_chunks_written") is True
 
 
 def _remove(path: Path) -> None:

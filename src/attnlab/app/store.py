@@ -123,13 +123,13 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 
 def read_data(run_dir: Path):
-    """The dataset of a finished run, loaded into memory (``data.zarr``). A store missing a chunk (which zarr would
-    read as fill values) raises :class:`AttnlabError` naming the variable."""
+    """The dataset of a finished run, loaded into memory (``data.zarr``). A store missing a chunk that its run wrote
+    (which zarr would read as fill values) raises :class:`AttnlabError` naming the variable."""
     import xarray as xr
     import zarr
 
     path = Path(run_dir) / "data.zarr"
-    for name, array in zarr.open_group(str(path), mode="r").arrays():
+    for name, array in zarr.open_group(str(path), mode="r").arrays() if ownership.all_chunks_written(run_dir) else ():
         if array.nchunks_initialized < array.nchunks:
             raise AttnlabError(f"{path} is damaged: variable {name!r} misses {array.nchunks - array.nchunks_initialized}"
                                f" of its {array.nchunks} chunks")
@@ -342,7 +342,8 @@ def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, f
                                        f"{_metric_value(metrics, bad_metric)}); nothing was written")
         try:
             # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, without warnings.
-            ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2)
+            # every chunk written, those of fill values too: a missing chunk is then damage (read_data)
+            ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2, write_empty_chunks=True)
             written = []
             for name, fig in (preset.plot(ds, config) if figures else {}).items():
                 written += save_figure(fig, tmp, f"{preset.name}-{name}")
