@@ -296,7 +296,8 @@ def summarize(ds: xr.Dataset, cfg: LandscapeConfig):
         err = ds.end_test_error.isel(point=p).sel(algorithm="gd").values
         cls = ds.end_class.isel(point=p).sel(algorithm="gd").values
         for i, name in enumerate(MINIMUM_CLASSES[:3]):
-            metrics[f"{tag}_gd_test_error_{name}"] = float(np.mean(err[cls == i])) if (cls == i).any() else math.nan
+            # None where GD reached no minimum of this class (a metric that does not apply: NaN would fail the run)
+            metrics[f"{tag}_gd_test_error_{name}"] = float(np.mean(err[cls == i])) if (cls == i).any() else None
         inf = ds.informed_test_error.isel(point=p).values
         metrics[f"{tag}_informed_test_error"] = float(np.mean(inf))
         metrics[f"{tag}_replica_test_error"] = float(ds.replica_test_error[p])
