@@ -185,7 +185,8 @@ def summarize_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
         checks.extend(_lambda_star_checks(ds, metrics))
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:
-        metrics["max_at_eigenvalue"] = float(np.nanmax(ds.replica_at_eigenvalue.values))
+        at = ds.replica_at_eigenvalue.values
+        metrics["max_at_eigenvalue"] = float(np.nanmax(at)) if np.isfinite(at).any() else None
     if "replica_converged_grid" in ds and ds.sizes["lam_grid"] > 1:
         metrics["grid_fixed_points_converged_fraction"] = float(ds.replica_converged_grid.mean())
     if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
@@ -307,11 +308,11 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                     metrics[f"nonconvex_fraction_{key}"] = float(q.replica_nonconvex_fraction.mean())
                     if "replica_at_eigenvalue" in q:
                         metrics[f"at_eigenvalue_max_{key}"] = float(np.nanmax(q.replica_at_eigenvalue.values)) \
-                            if np.isfinite(q.replica_at_eigenvalue.values).any() else float("nan")
+                            if np.isfinite(q.replica_at_eigenvalue.values).any() else None
                     for sec in ("k", "v"):
                         j = q.replica_jump.sel(jump=f"jump_{sec}").values
                         js = q.replica_jump.sel(jump=f"jump_{sec}_se").values
-                        z = float(np.nanmax(np.abs(j) / js)) if np.isfinite(j).any() else float("nan")
+                        z = float(np.nanmax(np.abs(j) / js)) if np.isfinite(j).any() else None
                         metrics[f"jump_{sec}_max_z_{key}"] = z
                     if conv and math.isfinite(float(te)):
                         gap = float(te) - float(st[0])
@@ -343,7 +344,7 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                             ok = np.isfinite(j) & (js > 0)
                             convex_z.extend(np.abs(j[ok]) / js[ok])
     metrics["theory_vs_simulation_max_abs_gap"] = max(gaps) if gaps else None
-    metrics["jump_max_z_where_convex"] = float(max(convex_z)) if convex_z else float("nan")
+    metrics["jump_max_z_where_convex"] = float(max(convex_z)) if convex_z else None
     _erm_status(ds, metrics)
     if "replica_at_eigenvalue" in ds:
         # where RS is locally unstable (replicon eigenvalue >= 1, :func:`attnlab.duranthon.replica.at_eigenvalue`) the RS
@@ -352,11 +353,11 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         tried = np.isfinite(at) & ~conv
         metrics["unconverged_points"] = int(tried.sum())
         metrics["unconverged_points_at_unstable_fraction"] = float((at[tried] >= 1).mean()) if tried.any() \
-            else float("nan")
+            else None
         for lam in ds.lam.values:
             ok = ds.replica_converged.sel(lam=lam).values
             a = ds.replica_at_eigenvalue.sel(lam=lam).values[ok]
-            metrics[f"at_eigenvalue_max_converged_lam{lam:g}"] = float(a.max()) if a.size else float("nan")
+            metrics[f"at_eigenvalue_max_converged_lam{lam:g}"] = float(a.max()) if a.size else None
         ok = ds.replica_converged.sel(lam=lam_max).values
         a = ds.replica_at_eigenvalue.sel(lam=lam_max).values[ok]
         if a.size:
