@@ -200,6 +200,7 @@ def check_preset(name: str, *, run=None, seed: int = 0, overrides: dict | None =
     preset = get_preset(name)
     problems = [f"registration: {p}" for p in contract_problems(preset)]
     with tempfile.TemporaryDirectory(prefix="attnlab-check-") as tmp:
+        ran_here = run is None  # a given run may have been stored without its figures (they are drawn below)
         if run is None:
             run = attnlab.run(name, quick=True, seed=seed, out=Path(out or Path(tmp) / "run"), **(overrides or {}))
         problems += [f"data: {p}" for p in dataset_problems(run.data)]
@@ -210,7 +211,7 @@ def check_preset(name: str, *, run=None, seed: int = 0, overrides: dict | None =
         if not figures:
             problems.append("figures: none drawn")
         problems += [f"figures: {p}" for n, f in figures.items() for p in figure_problems(f, n)]
-        if run.run_dir is not None and not any(str(f).endswith(".png") for f in
+        if ran_here and not any(str(f).endswith(".png") for f in
                                                _strict((Path(run.run_dir) / "summary.json").read_text())["figures"]):
             problems.append("figures: none written with the run")
         import matplotlib.pyplot as plt

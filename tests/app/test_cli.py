@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from attnlab.app.ownership import MANIFEST
-
 from attnlab.app.cli import main
+from attnlab.app.ownership import MANIFEST
 from attnlab.registry import all_presets
 
 from .common import TINY

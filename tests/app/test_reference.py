@@ -17,7 +17,7 @@ from attnlab.registry import all_presets, resolve_config
 
 from .common import TINY, one_error_line
 
-COMMANDS = ["list", "show", "run", "reproduce", "sweep", "runs", "plot"]
+COMMANDS = ["list", "show", "run", "reproduce", "sweep", "runs", "plot", "new"]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
