@@ -1,6 +1,7 @@
 """Nothing the user owns is touched: --force, reproduce and sweep folders, links, mount points, locks, clean-up, faults
 at the end of a run, damaged runs, and the process around attnlab.run."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -173,35 +174,33 @@ def test_a_read_only_output_is_refused_before_any_work(tmp_path, monkeypatch, ca
             ro.chmod(0o755)
 
 
-def test_a_mount_point_is_a_folder_to_write_into(tmp_path, monkeypatch):
+@contextlib.contextmanager
+def _tmpfs(path: Path, size: str):
+    """A tmpfs of ``size`` mounted at the new directory ``path`` for the block (the test is skipped without root)."""
     if os.geteuid() != 0 or not shutil.which("mount"):
         pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=50m", "tmpfs", str(mnt)], capture_output=True).returncode:
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode:
         pytest.skip("mount refused here")
     try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)])
+
+
+def test_a_mount_point_is_a_folder_to_write_into(tmp_path, monkeypatch):
+    with _tmpfs(tmp_path / "mnt", "50m") as mnt:
         monkeypatch.chdir(tmp_path)
         assert main([*RUN, "--out", "mnt"]) == 0
         assert (mnt / "summary.json").is_file()
-    finally:
-        subprocess.run(["umount", str(mnt)])
 
 
 def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root")
-    full = tmp_path / "full"
-    full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], capture_output=True).returncode:
-        pytest.skip("mount refused here")
-    try:
+    with _tmpfs(tmp_path / "full", "16k") as full:
         monkeypatch.chdir(tmp_path)
         assert main([*RUN, "--out", "full/run"]) == 2
         assert "No space left on device" in _error_after_work(capsys)
         assert list(full.iterdir()) == []
-    finally:
-        subprocess.run(["umount", str(full)])
 
 
 def test_a_failed_commit_keeps_the_finished_result_and_names_it(tmp_path, monkeypatch, capsys):

@@ -72,8 +72,6 @@ def status_text(c: dict) -> str:
     return f"not evaluated: {c['reason']}" if status == "not evaluated" and c.get("reason") else status
 
 
-_status_text = status_text
-
 
 def _rejected_text(c: dict) -> str:
     r = c.get("control_rejected")
@@ -182,7 +180,7 @@ def _by_paper(results: dict[str, RunResult], presets: dict, failed: dict[str, st
 def _check_table_rows(s: dict) -> list[tuple]:
     """Per check of a run: name, status, theory, simulation, abs error, tolerance, basis, control, control error,
     control rejected."""
-    return [(c["name"], _status_text(c), c.get("theory"), c.get("simulation"), c.get("abs_error"), c.get("tolerance"),
+    return [(c["name"], status_text(c), c.get("theory"), c.get("simulation"), c.get("abs_error"), c.get("tolerance"),
              c.get("basis", ""), c.get("control") or "-", c.get("control_error"), _rejected_text(c))
             for c in s.get("checks", [])]
 
@@ -193,7 +191,7 @@ _ALL_HEADER = ("preset", "check", "status", "theory", "simulation", "abs error",
 
 
 def _all_rows(results) -> list[tuple]:
-    return [(name, c["name"], _status_text(c), c.get("theory"), c.get("simulation"), c.get("abs_error"),
+    return [(name, c["name"], status_text(c), c.get("theory"), c.get("simulation"), c.get("abs_error"),
              c.get("tolerance"), _rejected_text(c))
             for name, res in results.items() for c in res.summary.get("checks", [])]
 
