@@ -54,6 +54,11 @@ def _recorded(run_dir):
     return cfg["implementations"]
 
 
+def _none_failed(run):
+    """No check failed (at these tiny sizes a check may be inconclusive: its control lies within the tolerance)."""
+    return run.checks and all(c.status in ("passed", "inconclusive") for c in run.checks)
+
+
 @pytest.mark.parametrize("preset, tiny, jobs", [
     ("sakai-vary-width", SAKAI_TINY, {"sampler", "reference", "distances"}),
     ("bruno-alignment", BRUNO_TINY, {"attention"}),
@@ -65,9 +70,9 @@ def test_each_job_records_its_implementation_and_jax_is_forced_on_request(tmp_pa
     kernels = {job: impl for job, impl in recorded.items() if not job.endswith("_vector_bits")}  # C builds' widths
     assert set(kernels) == jobs and recorded == auto.implementations
     forced = attnlab.run(preset, quick=True, out=tmp_path / "jax", implementation="jax", **tiny)
-    assert set(_recorded(tmp_path / "jax").values()) == {"jax"} and forced.passed
-    if set(kernels.values()) == {"native"}:  # this machine has the kernels: both paths ran, each passes its checks
-        assert auto.passed
+    assert set(_recorded(tmp_path / "jax").values()) == {"jax"} and _none_failed(forced)
+    if set(kernels.values()) == {"native"}:  # this machine has the kernels: both paths ran, neither fails a check
+        assert _none_failed(auto)
         assert attnlab.run(preset, quick=True, implementation="native", **tiny).implementations == recorded
 
 

@@ -177,8 +177,11 @@ def test_sigint_to_a_running_process(tmp_path):
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"})
     deadline = time.time() + 60
-    while time.time() < deadline and not any(p.name.startswith(".out.tmp") for p in tmp_path.iterdir()):
+    def started():
+        return any(p.name.startswith(".out.attnlab-tmp-") for p in tmp_path.iterdir())
+    while time.time() < deadline and not started():
         time.sleep(0.2)
+    assert started(), "the run did not start within a minute"
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)  # the interrupt lands when the current compiled segment returns

@@ -95,8 +95,9 @@ def test_ctrl_c_on_a_sweep_prints_one_line(tmp_path):
                              "n_steps=200000,400000", "--seeds", "2", "--workers", "2", "--no-figures", "--out", "sw"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 120
-    while time.time() < deadline and not list(tmp_path.glob("sw/*/.*.tmp-*")):
+    while time.time() < deadline and not list(tmp_path.glob("sw/*/.*.attnlab-tmp-*")):
         time.sleep(0.2)
+    assert list(tmp_path.glob("sw/*/.*.attnlab-tmp-*")), "no task started within two minutes"
     time.sleep(1.0)
     os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)

@@ -305,7 +305,7 @@ def check_metrics(outcome: Outcome, metrics: list[str] | None) -> None:
 
 def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int], preset=None) -> xr.Dataset:
     """Arrange the outcomes on the grid: dims = swept fields (in order) + seed; metrics as variables. Each
-    dimension is a coordinate with ``long_name`` (the config field's description, from ``preset``) and ``units``
+    dimension is a coordinate with ``long_name`` (the config field's title, else its description, from ``preset``) and ``units``
     ("1": config fields are dimensionless numbers; none on a text coordinate)."""
     keys = list(grid)
     coords: dict[str, list[Any]] = {}
@@ -352,7 +352,7 @@ def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int
     described = {}
     for k, v in clean.items():
         info = fields.get(k)
-        attrs = {"long_name": " ".join((info.description or k).split()) if info is not None else
+        attrs = {"long_name": " ".join((info.title or info.description or k).split()) if info is not None else
                  ("root seed of the run" if k == "seed" else k)}
         if v.dtype.kind in "iuf":
             attrs["units"] = "1"

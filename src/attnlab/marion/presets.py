@@ -55,7 +55,7 @@ class MarionConfig(ExperimentConfig):
     L: int = pydantic.Field(10, ge=2, description="sequence length")
     gamma: float = pydantic.Field(math.sqrt(0.5), gt=0, description="signal token standard deviation")
     lambda0: float = pydantic.Field(
-        0.1, gt=0, le=LAMBDA_MAX,
+        0.1, gt=0, le=LAMBDA_MAX, title="attention scale (initial value under the schedule)",
         description=f"attention scale (initial value under the schedule), in (0, {LAMBDA_MAX:g}]: beyond it "
                     "erf(lambda X_l . k) is sign(X_l . k) to round-off for all but a fraction 5e-4 of the tokens "
                     "(|X_l . k| < 6/lambda), so larger values change nothing but bring the closed form's lambda^2 "

@@ -65,7 +65,8 @@ class RegressionConfig(ExperimentConfig):
     n_train: int = pydantic.Field(128, ge=4, description="training sequences")
     n_test: int = pydantic.Field(128, ge=4, description="test sequences")
     ridge: float = pydantic.Field(
-        0.01, description=f"ridge lambda of the readout, >= {RIDGE_MIN:g}: the kernel matrices are O(1) "
+        0.01, title="ridge lambda of the readout",
+        description=f"ridge lambda of the readout, >= {RIDGE_MIN:g}: the kernel matrices are O(1) "
                                         "and singular (rank n < n_train for random features of width n), so K + "
                                         "lambda I has condition number up to |K|/lambda and below 1e-8 a float64 solve "
                                         "keeps fewer than half its digits (at 1e-300 the readout's test error was 2444)")
@@ -80,7 +81,7 @@ class RegressionConfig(ExperimentConfig):
     train_heads: int = pydantic.Field(2, ge=1, description="heads of the fully trained networks")
     train_steps: int = pydantic.Field(300, ge=1, description="full-batch gradient steps")
     learning_rate: float = pydantic.Field(
-        0.5, gt=0.0, le=LEARNING_RATE_MAX,
+        0.5, gt=0.0, le=LEARNING_RATE_MAX, title="gradient-descent step size",
         description=f"gradient-descent step size, in (0, {LEARNING_RATE_MAX:g}]: full-batch gradient descent is "
                     "stable below 2 over the loss's largest curvature, of order 1 for standard normal weights with "
                     "the 1/sqrt(n) scalings (at the quick sizes steps of 4 overshoot and 8 diverge to NaN)")
