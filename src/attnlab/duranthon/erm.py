@@ -113,7 +113,8 @@ class ERMResult(NamedTuple):
 def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gtol: float = 1e-8,
             max_iter: int = 5000) -> ERMResult:
     """Minimise the objective of :func:`erm_objective` from (k0, v0) by L-BFGS-B (float64, jitted value and gradient;
-    stops at |grad| <= ``gtol`` or after ``max_iter`` iterations, reported in ``ERMResult.converged``/``status``)."""
+    stops at |grad| <= ``gtol`` or after ``max_iter`` iterations, reported in ``ERMResult.converged``/``status``;
+    after a failed line search it restarts once from the point reached)."""
     if lam_k < 0 or lam_v < 0:
         raise ValueError(f"regularisations must be >= 0, got lambda_k={lam_k}, lambda_v={lam_v}")
     D = X.shape[-1]
@@ -125,12 +126,19 @@ def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gto
         return float(val), np.asarray(g, dtype=np.float64)
 
     w0 = np.concatenate([np.asarray(k0), np.asarray(v0)]).astype(np.float64)
-    r = scipy.optimize.minimize(fg, w0, jac=True, method="L-BFGS-B",
-                                options={"maxiter": max_iter, "gtol": gtol, "ftol": 0.0, "maxcor": 30})
+    options = {"maxiter": max_iter, "gtol": gtol, "ftol": 0.0, "maxcor": 30}
+    r = scipy.optimize.minimize(fg, w0, jac=True, method="L-BFGS-B", options=options)
+    n_iter = int(r.nit)
+    if _LBFGS_STATUS.get(int(r.status)) is None and n_iter < max_iter:
+        # the line search failed (round-off in the curvature pairs near the minimum): one restart from the point
+        # reached, with the memory cleared, decides whether |grad| <= gtol is reachable
+        r = scipy.optimize.minimize(fg, r.x, jac=True, method="L-BFGS-B", options={**options,
+                                                                                    "maxiter": max_iter - n_iter})
+        n_iter += int(r.nit)
     k, v = r.x[:D], r.x[D:]
     val, g = fg(r.x)
     reg = 0.5 * lam_k * k @ k + 0.5 * lam_v * v @ v
-    return ERMResult(k, v, val, (val - reg) / X.shape[0], float(np.linalg.norm(g)), int(r.nit), bool(r.success),
+    return ERMResult(k, v, val, (val - reg) / X.shape[0], float(np.linalg.norm(g)), n_iter, bool(r.success),
                      _LBFGS_STATUS.get(int(r.status), "abnormal"))
 
 
