@@ -206,3 +206,42 @@ def test_kill_9_then_resume_completes_every_task_exactly_once(tmp_path):
     assert len(runs) == 4 and not any(d.name.startswith(".") for d in runs)  # no leftovers, no duplicates
     status = ds.status.values.ravel().tolist()
     assert status.count("reused") == len(finished_before) and status.count("finished") == 4 - len(finished_before)
+
+
+def _outcome(overrides, seed, value, checks):
+    task = engine.Task("marion-manifold", tuple(overrides), seed, True)
+    return engine.Outcome(task, "finished", summary={"metrics": {"risk": value}, "checks": checks})
+
+
+def test_a_metric_compared_with_theory_carries_the_checks_theory_and_is_drawn_with_it(tmp_path):
+    """collect pairs a metric with the theory of the check whose simulation value it is (and no other); the sweep
+    figure labels the field in the papers' notation, draws integer ticks for an integer field and markers only for
+    fewer than five points."""
+    check = {"name": "c", "theory": 1.0, "simulation": 1.1, "tolerance": 0.5, "passed": True}
+    other = {"name": "o", "theory": 7.0, "simulation": 3.0, "tolerance": 0.5, "passed": True}
+    outcomes = [_outcome([("L", L)], s, 1.1 * L, [other, {**check, "theory": 1.0 * L, "simulation": 1.1 * L}])
+                for L in (2, 3, 5) for s in (0, 1)]
+    ds = engine.collect(outcomes, {"L": [2, 3, 5]}, [0, 1], get_preset("marion-manifold"))
+    np.testing.assert_allclose(ds["risk__theory"].values, [[2.0, 2.0], [3.0, 3.0], [5.0, 5.0]])
+    assert "risk__theory" not in engine.collect([_outcome([("L", 2)], 0, 1.1, [other])], {"L": [2]}, [0])
+    assert engine.check_theory([other], float("nan")) != engine.check_theory([other], float("nan"))  # NaN
+    written = engine.plot_metric(ds, "risk", tmp_path)
+    assert {Path(w).suffix for w in written} == {".png", ".pdf"}
+    with pytest.raises(engine.AttnlabError):
+        engine.plot_metric(ds, "risk__theory", tmp_path)
+    assert engine.field_label("lambda0", "attention scale") == r"attention scale ($\lambda_{0}$)"
+    assert engine.field_symbol("n_steps") is None and engine.field_symbol("eps") == r"$\varepsilon$"
+
+
+def test_the_sweep_figure_has_markers_only_under_five_points_and_integer_ticks(tmp_path, monkeypatch):
+    from attnlab import plot
+
+    drawn = {}
+    monkeypatch.setattr(plot, "save_figure", lambda fig, out, name: drawn.setdefault("fig", fig) and [])
+    outcomes = [_outcome([("L", L)], s, 0.5 * L + 0.1 * s, []) for L in (2, 3, 4) for s in (0, 1)]
+    engine.plot_metric(engine.collect(outcomes, {"L": [2, 3, 4]}, [0, 1], get_preset("marion-manifold")), "risk",
+                       tmp_path)
+    ax = drawn["fig"].axes[0]
+    assert all(line.get_linestyle() == "None" for line in ax.lines)
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    assert "$L$" in ax.get_xlabel() and "_" not in ax.get_ylabel()

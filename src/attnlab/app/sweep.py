@@ -303,9 +303,26 @@ def check_metrics(outcome: Outcome, metrics: list[str] | None) -> None:
             raise AttnlabError(f"unknown metric {metric!r} for --plot (available: {', '.join(known)})")
 
 
+THEORY_SUFFIX = "__theory"
+"""``METRIC__theory`` in ``sweep.zarr``: the theory value of the check whose simulation value is ``METRIC``'s."""
+
+
+def check_theory(checks: list[dict[str, Any]], value: float) -> float:
+    """The theory value of the first check (a summary's ``checks`` entry) whose simulation value is ``value``
+    (the same number: the check compares that metric with its theory), else NaN."""
+    if not math.isfinite(value):
+        return math.nan
+    for c in checks:
+        sim, th = c.get("simulation"), c.get("theory")
+        if isinstance(sim, (int, float)) and isinstance(th, (int, float)) and sim == value and math.isfinite(th):
+            return float(th)
+    return math.nan
+
+
 def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int], preset=None) -> xr.Dataset:
-    """Arrange the outcomes on the grid: dims = swept fields (in order) + seed; metrics as variables. Each
-    dimension is a coordinate with ``long_name`` (the config field's title, else its description, from ``preset``) and ``units``
+    """Arrange the outcomes on the grid: dims = swept fields (in order) + seed; metrics as variables, and beside a
+    metric that a check compares with theory, that check's theory value (``METRIC__theory``). Each dimension is a
+    coordinate with ``long_name`` (the config field's title, else its description, from ``preset``) and ``units``
     ("1": config fields are dimensionless numbers; none on a text coordinate)."""
     keys = list(grid)
     coords: dict[str, list[Any]] = {}
@@ -321,6 +338,7 @@ def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int
     # a metric named like a swept field (e.g. n_repeats) is that field's value: the coordinate holds it
     metric_names = sorted({m for o in outcomes for m in o.summary.get("metrics", {})} - set(coords))
     metrics = {m: np.full(shape, np.nan) for m in metric_names}
+    theory = {m: np.full(shape, np.nan) for m in metric_names}
     n_passed = np.full(shape, np.nan)
     status = np.full(shape, "missing", dtype=object)
     error = np.full(shape, "", dtype=object)
@@ -339,8 +357,12 @@ def collect(outcomes: list[Outcome], grid: dict[str, list[Any]], seeds: list[int
                 if m not in metrics:
                     continue
                 metrics[m][idx] = v if isinstance(v, (int, float)) and v is not None else np.nan
+                theory[m][idx] = check_theory(checks, metrics[m][idx])
     dims = tuple(coords)
     data = {m: (dims, v) for m, v in metrics.items()}
+    for m, v in theory.items():
+        if np.isfinite(v).any():
+            data[f"{m}{THEORY_SUFFIX}"] = (dims, v, {"long_name": f"theory of the check whose simulation is {m}"})
     data["checks_passed"] = (dims, n_passed, {"long_name": "number of passed checks"})
     data["elapsed_s"] = (dims, elapsed, {"units": "s"})
     data["status"] = (dims, status.astype(str))
@@ -379,33 +401,90 @@ def write_sweep(ds: xr.Dataset, out_dir: Path, meta: dict[str, Any]) -> Path:
 
 
 def plot_metric(ds: xr.Dataset, metric: str, out_dir: Path) -> list[str]:
-    """``METRIC`` against the first swept field, one line per combination of the others, mean +- SE over seeds."""
-    from attnlab.plot import plt, save_figure
+    """``METRIC`` against the first swept field, one curve per combination of the others, mean +- SE over seeds
+    (markers); the theory of the check that compares ``METRIC`` (``METRIC__theory``) in broken lines where there is
+    one. The axis is labelled with the field's ``long_name`` and its symbol; an integer field gets integer ticks."""
+    from matplotlib.ticker import MaxNLocator
 
-    if metric not in ds:
-        numeric = [v for v in ds.data_vars if ds[v].dtype.kind == "f"]
+    from attnlab.plot import SIMULATION, THEORY, paper_figure, plt, save_figure
+
+    if metric not in ds or metric.endswith(THEORY_SUFFIX):
+        numeric = [v for v in ds.data_vars if ds[v].dtype.kind == "f" and not v.endswith(THEORY_SUFFIX)]
         raise AttnlabError(f"unknown metric {metric!r} (available: {', '.join(numeric)})")
-    da = ds[metric]
-    fields = [d for d in da.dims if d != "seed"]
-    x = fields[0]
-    mean = da.mean("seed")
-    se = da.std("seed", ddof=1) / math.sqrt(da.sizes["seed"]) if da.sizes["seed"] > 1 else xr.zeros_like(mean)
-    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-    rest = fields[1:]
-    combos = itertools.product(*(range(ds.sizes[f]) for f in rest)) if rest else [()]
-    xs = ds[x].values
-    numeric_x = np.issubdtype(xs.dtype, np.number)
-    pos = xs if numeric_x else np.arange(len(xs))
-    for combo in combos:
-        sel = dict(zip(rest, combo))
-        label = ", ".join(f"{f}={ds[f].values[i]}" for f, i in sel.items()) or None
-        ax.errorbar(pos, mean.isel(sel).values, yerr=se.isel(sel).values, marker="o", capsize=3, label=label)
-    if not numeric_x:
-        ax.set_xticks(pos, [str(v) for v in xs])
-    ax.set(xlabel=x, ylabel=metric, title=f"{metric} (mean +- SE over {ds.sizes['seed']} seeds)")
-    if rest:
-        ax.legend(fontsize=7)
-    return save_figure(fig, out_dir, f"sweep-{metric}")
+
+    @paper_figure
+    def draw(ds, _config):
+        da = ds[metric]
+        fields = [d for d in da.dims if d != "seed"]
+        x = fields[0]
+        n_seeds = da.sizes["seed"]
+        mean = da.mean("seed")
+        se = da.std("seed", ddof=1) / math.sqrt(n_seeds) if n_seeds > 1 else xr.zeros_like(mean)
+        theory = ds.get(metric + THEORY_SUFFIX)
+        fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
+        rest = fields[1:]
+        combos = list(itertools.product(*(range(ds.sizes[f]) for f in rest))) if rest else [()]
+        xs = ds[x].values
+        numeric_x = np.issubdtype(xs.dtype, np.number)
+        pos = xs if numeric_x else np.arange(len(xs))
+        few = len(pos) < 5  # a few points: markers only, no line suggesting values between them
+        theory_style = {**THEORY, **({"linestyle": "none", "marker": "D", "markerfacecolor": "none", "markersize": 7} if few else {})}
+        for i, combo in enumerate(combos):
+            sel = dict(zip(rest, combo))
+            label = ", ".join(f"{field_symbol(f) or f} = {ds[f].values[j]}" for f, j in sel.items()) or None
+            ax.errorbar(pos, mean.isel(sel).values, yerr=se.isel(sel).values, color=f"C{i % 10}", capsize=3,
+                        label=label, **{**SIMULATION, "linestyle": "none" if few else "-"})
+            if theory is not None:
+                th = theory.mean("seed", skipna=True).isel(sel).values
+                ax.plot(pos, th, **{**theory_style, "color": f"C{i % 10}"})
+        if not numeric_x:
+            ax.set_xticks(pos, [str(v) for v in xs])
+        elif np.issubdtype(xs.dtype, np.integer):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        seeds = f"mean $\\pm$ SE over {n_seeds} seeds" if n_seeds > 1 else "one seed"
+        ax.set(xlabel=field_label(x, ds[x].attrs.get("long_name", x)), ylabel=metric.replace("_", " "),
+               title=f"{metric.replace('_', ' ')} ({seeds})")
+        handles, labels = ax.get_legend_handles_labels()
+        if theory is not None:
+            from matplotlib.lines import Line2D
+
+            handles.append(Line2D([], [], **{**theory_style, "color": "0.3"}))
+            labels.append("theory (the preset's check)")
+        if len(handles) > 1 or rest:
+            ax.legend(handles, labels, fontsize=7)
+        return {"plot": fig}
+
+    return save_figure(draw(ds, None)["plot"], out_dir, f"sweep-{metric}")
+
+
+_GREEK = frozenset("alpha beta gamma delta epsilon varepsilon eta theta kappa lambda mu nu xi rho sigma tau phi chi psi omega "
+                   "Gamma Delta Theta Lambda Sigma Phi Psi Omega".split())
+
+
+def field_symbol(name: str) -> str | None:
+    """A config field's name as the papers write it, in mathtext, where the name is a symbol: a Greek letter with an
+    optional index (``lambda0`` -> ``$\\lambda_0$``, ``lam_k`` -> ``$\\lambda_k$``) or one Latin letter (``d``,
+    ``L``); None for a word (``n_steps``)."""
+    import re
+
+    match = re.fullmatch(r"([A-Za-z]+)_?([0-9]+|[a-z])?", name)
+    if match is None:
+        return None
+    head, index = match.group(1), match.group(2)
+    head = {"lam": "lambda", "eps": "varepsilon"}.get(head, head)
+    if head in _GREEK:
+        head = "\\" + head
+    elif len(head) != 1:
+        return None
+    return f"${head}_{{{index}}}$" if index else f"${head}$"
+
+
+def field_label(name: str, long_name: str) -> str:
+    """The axis label of a swept field: its ``long_name`` and, where the name is a symbol, the symbol."""
+    symbol = field_symbol(name)
+    if long_name == name:
+        return symbol or name
+    return f"{long_name} ({symbol})" if symbol else long_name
 
 
 def clean_stale_temporaries(root: Path) -> int:
