@@ -5,6 +5,7 @@ mean-field theory in broken lines on the same axes) with the overlaps beside the
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.colors import Normalize
 from matplotlib.lines import Line2D
 
 from attnlab.plot import LABELS, SIMULATION, THEORY, colorbar, panels, paper_figure
@@ -95,19 +96,26 @@ _KIND_STYLE = {"sink": ("o", "C2"), "source": ("s", "C3"), "saddle": ("X", "C1")
 
 @paper_figure
 def plot_flow(ds, cfg):
-    """Phase portrait of the 2-D mean-field flow on M per link: trajectories from a grid of starts (an arrow at the
-    end), the stationary points marked by the kind their Jacobian gives, and the transition mu = psi / c."""
+    """Phase portrait of the 2-D mean-field flow on M per link: the closed-form field's streamlines (grey, darker where
+    faster), trajectories integrated from a grid of starts (an arrow at the end), the stationary points marked by
+    the kind their Jacobian gives, and the transition mu = psi / c."""
     links = list(ds.link.values)
     fig, axes = panels(len(links), width=2.8, height=2.8)
     for ax, link in zip(axes, links):
         x = ds.sel(link=link)
+        if "field_mu" in x:
+            u, v = x.field_mu.values, x.field_nu.values
+            speed = np.hypot(u, v)
+            rel = np.sqrt(speed / (speed.max() or 1.0))  # the speed spans decades: its square root sets the shade
+            ax.streamplot(x.grid_mu.values, x.grid_nu.values, u, v, color=rel, cmap="Greys",
+                          norm=Normalize(-0.7, 1.0), density=1.0, linewidth=0.7, arrowsize=0.8, zorder=1)
         for s in range(x.sizes["start"]):
             mu, nu = x.mu.values[s], x.nu.values[s]
             ok = np.isfinite(mu) & np.isfinite(nu)
             mu, nu = mu[ok], nu[ok]
             if mu.size == 0:
                 continue
-            ax.plot(mu, nu, color="C0", lw=0.8, alpha=0.8)
+            ax.plot(mu, nu, color="C0", lw=0.9, alpha=0.9, zorder=2)
             ax.plot(mu[0], nu[0], ".", color="C0", ms=3)
             if mu.size > 1 and np.hypot(mu[-1] - mu[0], nu[-1] - nu[0]) > 0.05:
                 ax.annotate("", xy=(mu[-1], nu[-1]), xytext=(mu[-2], nu[-2]),
@@ -122,7 +130,8 @@ def plot_flow(ds, cfg):
     kinds = [k for k in _KIND_STYLE if k in set(ds.sp_kind.values)]
     handles = [Line2D([], [], linestyle="none", marker=_KIND_STYLE[k][0], color=_KIND_STYLE[k][1], mec="k",
                       mew=0.6, ms=6, label=k) for k in kinds]
-    handles += [Line2D([], [], color="C0", lw=0.8, label="flow from a grid start"),
+    handles += [Line2D([], [], color="0.45", lw=0.6, label="streamlines of the field"),
+                Line2D([], [], color="C0", lw=0.9, label="flow from a grid start"),
                 Line2D([], [], color="0.3", lw=0.7, ls=":", label=r"$\mu=\psi/c$")]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
     fig.suptitle(f"mean-field flow on $\\mathcal{{M}}$ ($\\eta=\\zeta=\\rho=0$): {_model_title(cfg)}")

@@ -61,6 +61,10 @@ class FlowConfig(ExperimentConfig):
         return check_links(v)
 
 
+FIELD_GRID = 41
+"""Points per axis of the grid on [-1, 1]^2 at which the closed-form field (Prop. 6) is stored for the streamlines of
+the phase portrait (one compiled, vmapped evaluation per link)."""
+
 PERTURB = 1e-6
 """Distance inside the square at which the field check's control evaluates the field (far above the bisection's
 bracket, 1e-12, far below the grid spacing of the root search, 1e-3)."""
@@ -82,12 +86,16 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     g = np.linspace(-0.95, 0.95, cfg.n_grid)
     starts = np.array([(a, b) for a in g for b in g])
     ts = np.linspace(0.0, cfg.t_max, cfg.n_times)
-    data_traj, pts_rows = [], []
+    data_traj, pts_rows, fields = [], [], []
+    grid = np.linspace(-1.0, 1.0, FIELD_GRID)
+    grid_points = jnp.asarray(np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2))  # row: nu, column: mu
     inv, inv_control, failures = [], [], []
     for li, link in enumerate(cfg.links):
         m = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link)
         traj, failed2 = _solve_batch(field2, jnp.asarray(starts), ts, m)
         data_traj.append(traj)
+        fields.append(np.asarray(jax.jit(jax.vmap(lambda z, m=m: field2(z, m)))(grid_points)).reshape(
+            FIELD_GRID, FIELD_GRID, 2))
         # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|
         y4 = jnp.concatenate([jnp.asarray(starts[:: max(1, len(starts) // 8)]), jnp.zeros((len(starts[:: max(
             1, len(starts) // 8)]), 2))], axis=1)
@@ -120,6 +128,10 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     data = {
         "mu": (("link", "start", "time"), np.stack(data_traj)[..., 0], {"units": "1"}),
         "nu": (("link", "start", "time"), np.stack(data_traj)[..., 1], {"units": "1"}),
+        "field_mu": (("link", "grid_nu", "grid_mu"), np.stack(fields)[..., 0], {
+            "units": "1/time", "long_name": "mu' of the 2-D flow on M (Prop. 6), closed form"}),
+        "field_nu": (("link", "grid_nu", "grid_mu"), np.stack(fields)[..., 1], {
+            "units": "1/time", "long_name": "nu' of the 2-D flow on M (Prop. 6), closed form"}),
         "mu0": (("start",), starts[:, 0], {"units": "1"}),
         "nu0": (("start",), starts[:, 1], {"units": "1"}),
         "invariance_max_offM": (("link",), np.array(inv), {"units": "1", "long_name": "max |eta|, |zeta| of the 4-D "
@@ -148,13 +160,15 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
             "units": "1", "long_name": "the field vanishes by algebra: mu, nu in {-1, 1} (the (1 - x^2) factors)"}),
     }
     m0 = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma)
-    coords = {"link": list(cfg.links), "start": np.arange(len(starts)), "time": ts, "point": np.arange(len(pts_rows))}
+    coords = {"link": list(cfg.links), "start": np.arange(len(starts)), "time": ts, "point": np.arange(len(pts_rows)),
+              "grid_mu": grid, "grid_nu": grid}
     ds = xr.Dataset(data, coords=coords,
                     attrs={"paper": CITATION, "transition_mu": float(m0.transition_mu), "psi": float(m0.psi)})
     for c, units, long_name in (("link", "1", "link function sigma"),
                                 ("start", "1", "starting point (mu0, nu0) of the flow on the grid"),
                                 ("time", "time", "time of the mean-field gradient flow"),
-                                ("point", "1", "stationary point on M (all links)")):
+                                ("point", "1", "stationary point on M (all links)"),
+                                ("grid_mu", "1", "mu of the field's grid"), ("grid_nu", "1", "nu of the field's grid")):
         ds[c].attrs.update(units=units, long_name=long_name)
     ds.mu0.attrs["long_name"] = "mu at the start of the flow"
     ds.nu0.attrs["long_name"] = "nu at the start of the flow"
