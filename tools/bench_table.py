@@ -34,6 +34,7 @@ DOC = ROOT / "docs" / "speed.md"
 START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
 GPU_START, GPU_END = "<!-- gpu-table:start -->", "<!-- gpu-table:end -->"
 TARGETS_START, TARGETS_END = "<!-- targets-table:start -->", "<!-- targets-table:end -->"
+PRESETS_START, PRESETS_END = "<!-- presets-table:start -->", "<!-- presets-table:end -->"
 
 # The headline figures of each script's JSON line: (key, how to show it). Keys absent from a result are skipped.
 HEADLINES = {
@@ -46,6 +47,10 @@ HEADLINES = {
     "gpu": [("gpairs_per_s_n10000", "N = 1e4: {:.0f} Gpairs/s"), ("ratio_vs_sdpa_n10000", "{:.1f}x SDPA"),
             ("gpairs_per_s_n50000", "5e4: {:.0f}"), ("ratio_vs_sdpa_n50000", "{:.1f}x"),
             ("gpairs_per_s_n200000", "2e5: {:.0f}"), ("ratio_vs_sdpa_n200000", "{:.1f}x")],
+    "presets": [("quick_warm_fixed_s_max", "largest fixed cost (quick, warm) {:.1f} s"),
+                ("quick_warm_wall_s_sum", "all presets quick: warm {:.0f} s"),
+                ("quick_cold_wall_s_sum", "cold {:.0f} s"),
+                ("quick_warm_computation_s_sum", "of which computation {:.0f} s")],
     "replica": [("ratio_vs_reference", "{:.1f}x vs damped iteration")],
     "slr_pgd": [("ratio_vs_reference", "PGD {:.1f}x the official-speed reference"),
                 ("total_full_presets_s", "5 full presets {:.0f} s"),
@@ -309,8 +314,42 @@ def gpu_tables() -> str:
     return "\n".join(out).strip() or "No GPU run saved."
 
 
+def presets_table() -> str:
+    """Every preset's profile (``bench/presets.py``) per CPU and size, ranked by the warm fixed cost: the wall time of
+    a fresh process with a warm compile cache, its computation, its fixed cost and the phases of it, and the cold
+    (empty cache) wall time and compilation."""
+    out = []
+    for path in sorted(RESULTS.glob("*/presets.json")):
+        record = json.loads(path.read_text())
+        rows = record["result"].get("rows", [])
+        for size in ("quick", "full"):
+            warm = {r["preset"]: r for r in rows if r["size"] == size and r["cache"] == "warm"}
+            cold = {r["preset"]: r for r in rows if r["size"] == size and r["cache"] == "cold"}
+            if not warm:
+                continue
+            out += [f"{size} size, {cpu_text(record['cpu'])}:", "",
+                    "| preset | warm: wall | computation | fixed | tracing | compile (programs) | checks | figures | "
+                    "imports + start | writing | cold: wall | compile |", "|" + "---|" * 12]
+            ranked = sorted(warm.values(), key=lambda r: -r.get("fixed_s", -1.0))
+            for r in ranked:
+                c = cold.get(r["preset"], {})
+                if "error" in r:
+                    out.append(f"| `{r['preset']}` | {r['error'][:80]} |" + " - |" * 10)
+                    continue
+                cold_cells = (f"{c['wall_s']:.1f} s | {c['compilation_s']:.1f} s" if "wall_s" in c
+                              else f"{c.get('error', 'not measured')[:60]} | -")
+                out.append(f"| `{r['preset']}` | {r['wall_s']:.1f} s | {r['computation_s']:.1f} s | "
+                           f"{r['fixed_s']:.1f} s | {r['tracing_s']:.1f} s | {r['compilation_s']:.1f} s "
+                           f"({r['programs']}) | {r['checks_s']:.2f} s | {r['figures_s']:.1f} s | "
+                           f"{r['imports_s'] + r['startup_s']:.1f} s | {r['writing_s']:.2f} s | {cold_cells} |")
+            out.append("")
+    return "\n".join(out).strip() or "No profile saved (`tools/bench_table.py --run presets`)."
+
+
 def rewrite_doc(text: str) -> str:
     doc = _between(DOC.read_text(), START, END, text)
+    if PRESETS_START in doc:
+        doc = _between(doc, PRESETS_START, PRESETS_END, presets_table())
     if GPU_START in doc:
         doc = _between(doc, GPU_START, GPU_END, gpu_tables())
     if TARGETS_START in doc:

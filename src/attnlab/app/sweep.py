@@ -428,7 +428,8 @@ def plot_metric(ds: xr.Dataset, metric: str, out_dir: Path) -> list[str]:
         numeric_x = np.issubdtype(xs.dtype, np.number)
         pos = xs if numeric_x else np.arange(len(xs))
         few = len(pos) < 5  # a few points: markers only, no line suggesting values between them
-        theory_style = {**THEORY, **({"linestyle": "none", "marker": "D", "markerfacecolor": "none", "markersize": 7} if few else {})}
+        theory_style = {**THEORY, **({"linestyle": "none", "marker": "D", "markerfacecolor": "none", "markersize": 7}
+                                     if few else {})}
         for i, combo in enumerate(combos):
             sel = dict(zip(rest, combo))
             label = ", ".join(f"{field_symbol(f) or f} = {ds[f].values[j]}" for f, j in sel.items()) or None
@@ -457,8 +458,8 @@ def plot_metric(ds: xr.Dataset, metric: str, out_dir: Path) -> list[str]:
     return save_figure(draw(ds, None)["plot"], out_dir, f"sweep-{metric}")
 
 
-_GREEK = frozenset("alpha beta gamma delta epsilon varepsilon eta theta kappa lambda mu nu xi rho sigma tau phi chi psi omega "
-                   "Gamma Delta Theta Lambda Sigma Phi Psi Omega".split())
+_GREEK = frozenset("alpha beta gamma delta epsilon varepsilon eta theta kappa lambda mu nu xi rho sigma tau phi chi psi "
+                   "omega Gamma Delta Theta Lambda Sigma Phi Psi Omega".split())
 
 
 def field_symbol(name: str) -> str | None:

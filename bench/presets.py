@@ -1,0 +1,152 @@
+"""Benchmark: where a preset's wall time goes, for every preset, in a fresh process, cold and warm.
+
+For each preset and size (``--sizes quick,full``), two fresh processes run it from seed 0 as ``attnlab run`` does:
+the first with an empty JAX compilation cache (``cold``), the second with the cache the first one wrote (``warm``).
+Each process times its phases:
+
+* ``imports_s``: importing attnlab, JAX and the preset's paper package (``get_preset``);
+* ``configuration_s``: resolving and validating the config;
+* ``tracing_s``: JAX tracing and lowering to MLIR (``/jax/core/compile/jaxpr_trace_duration`` and
+  ``jaxpr_to_mlir_module_duration``, JAX's own monitoring events), over the whole process;
+* ``compilation_s``: XLA compilation or, warm, the cache loads (``backend_compile_duration``), with
+  ``programs`` (compile requests) and ``cache_hits``;
+* ``computation_s``: the preset's ``run`` (the experiment, and the Monte Carlo samples its checks need) less the
+  tracing and compilation inside it;
+* ``checks_s``: its ``summarize`` less the tracing and compilation inside it;
+* ``figures_s``: drawing the figures (and the animation) and writing them (PNG + PDF);
+* ``writing_s``: the dataset to Zarr, config and summary to JSON.
+
+``startup_s`` is the rest of the process's wall time (the interpreter's start and exit). ``fixed_s`` is everything
+but the computation: startup + imports + configuration + tracing + compilation + checks + figures + writing. One
+JSON object per measurement, then the presets ranked by their warm fixed cost at the first size measured; the last
+line holds every row and the ranking (first).
+
+    .venv/bin/python bench/presets.py [--presets NAME,...] [--sizes quick[,full]] [--timeout 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PROBE = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+t0 = time.perf_counter()
+import jax
+from attnlab import runtime
+from attnlab.registry import get_preset, resolve_config
+runtime.configure()
+marks = []  # (end time, event, seconds)
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, secs, **kw: marks.append((time.perf_counter(), name, secs)))
+counts = {}
+jax.monitoring.register_event_listener(lambda name, **kw: counts.__setitem__(name, counts.get(name, 0) + 1))
+preset = get_preset(NAME)
+t1 = time.perf_counter()
+config = resolve_config(preset, quick=QUICK)
+t2 = time.perf_counter()
+with runtime.x64():
+    ds = preset.run(config, jax.random.key(0), None)
+    t3 = time.perf_counter()
+    metrics, checks = preset.summarize(ds, config)
+    t4 = time.perf_counter()
+from attnlab.plot import save_figure
+with tempfile.TemporaryDirectory() as tmp:
+    for name, fig in preset.plot(ds, config).items():
+        save_figure(fig, tmp, name)
+    if preset.animate is not None:
+        preset.animate(ds, Path(tmp) / "evolution.gif")
+    t5 = time.perf_counter()
+    ds.to_zarr(Path(tmp) / "data.zarr", mode="w", consolidated=True, zarr_format=2, write_empty_chunks=True)
+    (Path(tmp) / "summary.json").write_text(json.dumps({"checks": [c.as_dict() for c in checks]}, default=str))
+    (Path(tmp) / "config.json").write_text(json.dumps(config.model_dump(mode="json")))
+    t6 = time.perf_counter()
+TRACE = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration")
+COMPILE = ("/jax/core/compile/backend_compile_duration",)
+def within(names, lo, hi):
+    return sum(s for t, n, s in marks if n in names and lo <= t <= hi)
+tracing = within(TRACE, 0.0, float("inf"))
+compiling = within(COMPILE, 0.0, float("inf"))
+jax_in_run = within(TRACE + COMPILE, t2, t3)
+jax_in_checks = within(TRACE + COMPILE, t3, t4)
+row = {"total_s": t6 - t0, "imports_s": t1 - t0, "configuration_s": t2 - t1, "tracing_s": tracing,
+       "compilation_s": compiling,
+       "computation_s": max(t3 - t2 - jax_in_run, 0.0), "checks_s": max(t4 - t3 - jax_in_checks, 0.0),
+       "figures_s": t5 - t4, "writing_s": t6 - t5,
+       "programs": counts.get("/jax/compilation_cache/compile_requests_use_cache", 0),
+       "cache_hits": counts.get("/jax/compilation_cache/cache_hits", 0),
+       "checks_passed": sum(c.passed for c in checks), "checks": len(checks)}
+row = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+print("@@" + json.dumps(row), file=sys.__stderr__)
+"""
+
+PHASES = ("imports_s", "configuration_s", "tracing_s", "compilation_s", "checks_s", "figures_s", "writing_s")
+
+
+def measure(name: str, quick: bool, cache: str, timeout: float) -> dict:
+    """One fresh process running ``name`` with the compile cache under ``cache``; its phase times (or an error)."""
+    import time
+
+    env = {**os.environ, "ATTNLAB_JAX_CACHE": cache, "MPLBACKEND": "Agg"}
+    code = PROBE.replace("NAME", repr(name)).replace("QUICK", repr(quick))
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("@@")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit status {proc.returncode}: {tail[:200]}"}
+    row = json.loads(lines[-1][2:])
+    row["wall_s"] = round(wall, 3)
+    row["startup_s"] = round(max(wall - row.pop("total_s"), 0.0), 3)  # the interpreter's start and exit
+    row["fixed_s"] = round(sum(row[k] for k in PHASES) + row["startup_s"], 3)
+    return row
+
+
+def main() -> None:
+    from attnlab.registry import all_presets
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="", help="comma-separated preset names (default: every preset)")
+    parser.add_argument("--sizes", default="quick", help="quick, full or quick,full")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per process")
+    args = parser.parse_args()
+    names = [n for n in args.presets.split(",") if n] or sorted(all_presets())
+    sizes = [s for s in args.sizes.split(",") if s]
+    if not set(sizes) <= {"quick", "full"}:
+        raise SystemExit("--sizes takes quick, full or quick,full")
+    rows = []
+    for size in sizes:
+        for name in names:
+            with tempfile.TemporaryDirectory(prefix="attnlab-bench-cache-") as cache:
+                for state in ("cold", "warm"):
+                    row = {"preset": name, "size": size, "cache": state,
+                           **measure(name, size == "quick", cache, args.timeout)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    first = sizes[0]
+    warm = [r for r in rows if r["size"] == first and r["cache"] == "warm" and "error" not in r]
+    ranking = [{"preset": r["preset"], "fixed_s": r["fixed_s"], "computation_s": r["computation_s"]}
+               for r in sorted(warm, key=lambda r: -r["fixed_s"])]
+    print(json.dumps({"ranking_by_warm_fixed_cost": ranking, "size": first}), flush=True)
+    summary = {"rows": rows, "ranking_by_warm_fixed_cost": ranking}
+    for state in ("cold", "warm"):
+        done = [r for r in rows if r["size"] == first and r["cache"] == state and "error" not in r]
+        if done:
+            summary[f"{first}_{state}_fixed_s_max"] = max(r["fixed_s"] for r in done)
+            summary[f"{first}_{state}_wall_s_sum"] = round(sum(r["wall_s"] for r in done), 1)
+            summary[f"{first}_{state}_computation_s_sum"] = round(sum(r["computation_s"] for r in done), 1)
+    summary["failed"] = [f"{r['preset']} {r['size']} {r['cache']}: {r['error']}" for r in rows if "error" in r]
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
