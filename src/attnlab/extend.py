@@ -25,7 +25,8 @@ The contract of a preset (:class:`Preset`):
 * ``summarize(dataset, config) -> (metrics, checks)``: finite metrics (a dict of numbers) and :class:`Check`\\ s, each
   with a tolerance derived from a standard error (:func:`mean_se`) or a stated numerical bound, and a negative
   control that it must reject (or :meth:`Check.not_evaluated`, with the reason, which never passes);
-* ``plot(dataset, config) -> {name: Figure}``: figures under :func:`paper_figure`, labels in mathtext;
+* ``plot(dataset, config) -> {name: Figure}``: figures under :func:`paper_figure`, labels in mathtext, a curve of
+  data points styled by :func:`sparse` (under :data:`FEW_POINTS` points, markers and no joining line);
 * optionally ``finding(metrics, config) -> str`` (one line of words), ``memory(config) -> bytes``,
   ``prerequisite(config) -> str | None``, ``unused`` (config fields this preset does not read).
 """
@@ -34,7 +35,19 @@ from __future__ import annotations
 
 from attnlab.config import ExperimentConfig, check_seed, validate_config
 from attnlab.errors import AttnlabError
-from attnlab.plot import LABELS, SIMULATION, STYLE, THEORY, band, colorbar, panels, paper_figure, save_figure
+from attnlab.plot import (
+    FEW_POINTS,
+    LABELS,
+    SIMULATION,
+    STYLE,
+    THEORY,
+    band,
+    colorbar,
+    panels,
+    paper_figure,
+    save_figure,
+    sparse,
+)
 from attnlab.registry import (
     ENTRY_POINT_GROUP,
     Check,
@@ -49,4 +62,5 @@ from attnlab.runtime import float64, x64
 
 __all__ = ["ENTRY_POINT_GROUP", "ExperimentConfig", "Check", "Preset", "register", "mean_se", "contract_problems",
            "resolve_config", "get_preset", "validate_config", "check_seed", "AttnlabError", "x64", "float64",
-           "paper_figure", "panels", "band", "colorbar", "save_figure", "LABELS", "THEORY", "SIMULATION", "STYLE"]
+           "paper_figure", "panels", "band", "colorbar", "save_figure", "sparse", "FEW_POINTS", "LABELS", "THEORY",
+           "SIMULATION", "STYLE"]

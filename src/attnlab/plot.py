@@ -3,8 +3,10 @@
 Every preset's figure function is decorated with :func:`paper_figure`, which draws it under :data:`STYLE`
 (Computer Modern mathtext, paper-sized fonts, constrained layout, frameless legends); :func:`save_figure` writes the
 PNG and the vector PDF under the same style. Labels are mathtext in the papers' notation (:data:`LABELS`), so the
-same symbol reads the same on every figure. The backend is left to the user (the command line and the sweep workers
-choose the file-only ``Agg``); nothing here changes matplotlib's global state.
+same symbol reads the same on every figure. A curve of data points (a simulation, a theory at the run's grid) is
+styled through :func:`sparse`: under :data:`FEW_POINTS` points, markers and no joining line. The backend is left to
+the user (the command line and the sweep workers choose the file-only ``Agg``); nothing here changes matplotlib's
+global state.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import functools
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plt", "STYLE", "LABELS", "THEORY", "SIMULATION", "style", "paper_figure", "panels", "band",
-           "colorbar", "save_figure"]
+__all__ = ["plt", "STYLE", "LABELS", "THEORY", "SIMULATION", "FEW_POINTS", "sparse", "style", "paper_figure", "panels",
+           "band", "colorbar", "save_figure"]
 
 STYLE = {
     "font.size": 9,
@@ -47,6 +49,31 @@ THEORY = {"color": "black", "linestyle": "--", "linewidth": 1.3}
 
 SIMULATION = {"marker": "o", "markersize": 4, "linestyle": "none"}
 """Marker style of simulation points (with error bars where the simulation has repeats)."""
+
+FEW_POINTS = 5
+"""A data curve with fewer points than this is drawn as markers only (:func:`sparse`)."""
+
+
+def sparse(style: dict, n_points: int) -> dict:
+    """The style of a data curve of ``n_points`` points (a simulation, or a theory evaluated at the run's grid).
+
+    With at least :data:`FEW_POINTS` points the curve is drawn as ``style`` says. With fewer, a joining line would
+    suggest values between points that were never computed: the curve is drawn with markers and no line, its own
+    marker if ``style`` has one, else an open diamond wide enough to ring a simulation marker. Reference lines
+    (``axhline``, the diagonal, a closed form on a dense grid of its own) are not data curves and keep their lines.
+    """
+    if n_points >= FEW_POINTS:
+        return style
+    few = {k: v for k, v in style.items() if k != "ls"}
+    few["linestyle"] = "none"
+    if few.get("marker") in (None, "", "none", "None"):
+        few["marker"] = "D"
+        if "mfc" not in few:
+            few["markerfacecolor"] = "none"
+        if "ms" not in few:
+            few["markersize"] = 7
+    return few
+
 
 LABELS = {
     "step": r"step $t$",

@@ -403,10 +403,11 @@ def write_sweep(ds: xr.Dataset, out_dir: Path, meta: dict[str, Any]) -> Path:
 def plot_metric(ds: xr.Dataset, metric: str, out_dir: Path) -> list[str]:
     """``METRIC`` against the first swept field, one curve per combination of the others, mean +- SE over seeds
     (markers); the theory of the check that compares ``METRIC`` (``METRIC__theory``) in broken lines where there is
-    one. The axis is labelled with the field's ``long_name`` and its symbol; an integer field gets integer ticks."""
+    one; under five values of the field, markers only (:func:`attnlab.plot.sparse`). The axis is labelled with the
+    field's ``long_name`` and its symbol; an integer field gets integer ticks."""
     from matplotlib.ticker import MaxNLocator
 
-    from attnlab.plot import SIMULATION, THEORY, paper_figure, plt, save_figure
+    from attnlab.plot import SIMULATION, THEORY, paper_figure, plt, save_figure, sparse
 
     if metric not in ds or metric.endswith(THEORY_SUFFIX):
         numeric = [v for v in ds.data_vars if ds[v].dtype.kind == "f" and not v.endswith(THEORY_SUFFIX)]
@@ -427,14 +428,13 @@ def plot_metric(ds: xr.Dataset, metric: str, out_dir: Path) -> list[str]:
         xs = ds[x].values
         numeric_x = np.issubdtype(xs.dtype, np.number)
         pos = xs if numeric_x else np.arange(len(xs))
-        few = len(pos) < 5  # a few points: markers only, no line suggesting values between them
-        theory_style = {**THEORY, **({"linestyle": "none", "marker": "D", "markerfacecolor": "none", "markersize": 7}
-                                     if few else {})}
+        simulation_style = sparse({**SIMULATION, "linestyle": "-"}, len(pos))
+        theory_style = sparse(THEORY, len(pos))
         for i, combo in enumerate(combos):
             sel = dict(zip(rest, combo))
             label = ", ".join(f"{field_symbol(f) or f} = {ds[f].values[j]}" for f, j in sel.items()) or None
             ax.errorbar(pos, mean.isel(sel).values, yerr=se.isel(sel).values, color=f"C{i % 10}", capsize=3,
-                        label=label, **{**SIMULATION, "linestyle": "none" if few else "-"})
+                        label=label, **simulation_style)
             if theory is not None:
                 th = theory.mean("seed", skipna=True).isel(sel).values
                 ax.plot(pos, th, **{**theory_style, "color": f"C{i % 10}"})

@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator, ScalarFormatter
 
 from attnlab.duranthon.summaries import _mean_se
-from attnlab.plot import LABELS, SIMULATION, THEORY, panels, paper_figure
+from attnlab.plot import FEW_POINTS, LABELS, SIMULATION, THEORY, panels, paper_figure, sparse
 
 if TYPE_CHECKING:
     from attnlab.duranthon.configs import ActivationsConfig, LowSNRConfig, PopulationConfig, SampleComplexityConfig
@@ -78,15 +78,16 @@ def _simulation(ax, x, y, yerr, color, label=None, marker="o", **kw):
 def plot_population(ds: xr.Dataset, cfg: PopulationConfig):
     """Fig. 1: the optimised population risk (alpha = inf) of each activation (Monte Carlo, markers, 2 SE) against
     nu, one panel per (model, L), and against L, one panel per (model, nu), with the Bayes risk (dashed, black) and
-    the optimal linear risk in closed form (dashed, in the linear activation's colour)."""
+    the optimal linear risk in closed form (dashed, in the linear activation's colour); the theories are evaluated
+    at the run's nu and L, so along fewer than five of them they are open diamonds (:func:`attnlab.plot.sparse`)."""
     models, Ls, nus, acts = list(ds.model.values), list(ds.L.values), ds.nu.values, list(ds.activation.values)
 
     def draw(ax, x, p):
         for a, name in enumerate(acts):
             q = p.sel(activation=name)
             _simulation(ax, x, q.risk.values, 2 * q.risk_se.values, _act_color(name, a), _act_label(name) + " (MC)")
-        ax.plot(x, p.bayes_risk.values, **BAYES)
-        ax.plot(x, p.linear_closed_form.values, **{**THEORY, "color": _act_color("linear")},
+        ax.plot(x, p.bayes_risk.values, **sparse(BAYES, len(x)))
+        ax.plot(x, p.linear_closed_form.values, **sparse({**THEORY, "color": _act_color("linear")}, len(x)),
                 label="linear, closed form")
 
     fig, axes = panels(len(Ls), len(models), width=2.9, height=2.5)
@@ -169,19 +170,25 @@ def _setting_title(ds) -> str:
 def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
     """Fig. 3: test error against alpha, the replica prediction (dashed) and L-BFGS ERM (markers, mean and SE over
     seeds) per activation, with the Bayes-optimal curve and the population Bayes risk; and the overlaps m_k, m_v,
-    replica (dashed) against ERM (markers)."""
+    replica (dashed) against ERM (markers). Along fewer than five alphas the replica and Bayes-optimal values are
+    open diamonds, not lines (:func:`attnlab.plot.sparse`)."""
     alphas = ds.alpha.values
     acts = list(ds.activation.values)
+
+    def replica(color):
+        return sparse({**THEORY, "color": color}, len(alphas))
+
     fig, axes = panels(2, width=3.4, height=2.8)
     ax = axes[0]
     for a, name in enumerate(acts):
         p, col = ds.sel(activation=name), _act_color(name, a)
-        ax.plot(alphas, p.replica_test_error.values, **{**THEORY, "color": col})
+        ax.plot(alphas, p.replica_test_error.values, **replica(col))
         m, se = _mean_se(p.sim_test_error.values, 1)
         _simulation(ax, alphas, m, se, col)
     extra = []
     if "bo_test_error" in ds and bool(np.isfinite(ds.bo_test_error.values).any()):
-        extra += ax.plot(alphas, ds.bo_test_error.values, color="black", lw=1.3, label="Bayes-optimal")
+        extra += ax.plot(alphas, ds.bo_test_error.values, **sparse({"color": "black", "linewidth": 1.3}, len(alphas)),
+                         label="Bayes-optimal")
     extra.append(ax.axhline(float(ds.bayes_population), color="0.4", ls=":", lw=1.1,
                             label=r"Bayes risk, $\alpha=\infty$"))
     ax.set(xlabel=r"sample ratio $\alpha=N/D$", ylabel=TEST_ERROR, xscale="log", title="test error")
@@ -190,28 +197,44 @@ def plot_sample_complexity(ds: xr.Dataset, cfg: SampleComplexityConfig):
     for a, name in enumerate(acts):
         p, col = ds.sel(activation=name), _act_color(name, a)
         for o, mk in (("m_k", "o"), ("m_v", "s")):
-            ax.plot(alphas, p.replica_order.sel(order=o).mean("set").values, **{**THEORY, "color": col})
+            ax.plot(alphas, p.replica_order.sel(order=o).mean("set").values, **replica(col))
             m, se = _mean_se(p.sim_overlaps.sel(overlap=o).values, 1)
             _simulation(ax, alphas, m, se, col, marker=mk)
     ax.set(xlabel=r"sample ratio $\alpha=N/D$", ylabel=r"overlap $m_k$, $m_v$", xscale="log",
            title="overlaps with the teacher")
     _log_ticks(ax, alphas)
-    handles = [Line2D([], [], **{**THEORY, "color": _act_color(n, a)}, marker="o", markersize=4, label=str(n))
-               for a, n in enumerate(acts)]
+    if len(alphas) >= FEW_POINTS:  # an activation's entry: its replica line through its ERM marker
+        handles = [Line2D([], [], **{**THEORY, "color": _act_color(n, a)}, marker="o", markersize=4)
+                   for a, n in enumerate(acts)]
+    else:  # its ERM marker inside its replica diamond
+        handles = [(Line2D([], [], **replica(_act_color(n, a))), Line2D([], [], color=_act_color(n, a), **SIMULATION))
+                   for a, n in enumerate(acts)]
+    labels = [str(n) for n in acts] + [h.get_label() for h in extra] + [f"$m_{o[-1]}$ (right)" for o in ("m_k", "m_v")]
     handles += extra
-    handles += [Line2D([], [], color="0.3", **{**SIMULATION, "marker": mk}, label=f"$m_{o[-1]}$ (right)")
-                for o, mk in (("m_k", "o"), ("m_v", "s"))]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles) if len(handles) <= 6 else 4)
+    handles += [Line2D([], [], color="0.3", **{**SIMULATION, "marker": mk}) for mk in "os"]
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(handles) if len(handles) <= 6 else 4)
     lam = (r"$\lambda=\lambda^*(\alpha)$" if ds.attrs.get("lambda_optimal")
            else r"$\lambda$ by grid search" if ds.attrs.get("lambda_grid_search")
            else f"$\\lambda_k=\\lambda_v={ds.attrs['lambda_k']:g}$")
-    fig.suptitle(f"{_setting_title(ds)}, {lam}: replica (dashed) vs L-BFGS ERM (markers, mean $\\pm$ SE)")
+    drawn = "dashed" if len(alphas) >= FEW_POINTS else "open diamonds"
+    fig.suptitle(f"{_setting_title(ds)}, {lam}: replica ({drawn}) vs L-BFGS ERM (markers, mean $\\pm$ SE)")
     return {"sample_complexity": fig}
 
 
 _BRANCH_STYLE = {"informed": "--", "uninformed": ":"}
+_BRANCH_MARKER = {"informed": {"marker": "D", "markerfacecolor": "none", "markersize": 7},
+                  "uninformed": {"marker": "o", "markersize": 3.5}}
 _OVERLAP_COLORS = {"m_k": "C2", "m_v": "C3", "q_k": "C4"}
 _JACOBIAN_NAMES = {"implicit": "pointwise", "stein": "Stein"}
+
+
+def _branch(branch: str, color, n_points: int, **style) -> dict:
+    """The style of a replica branch's curve along lambda: its broken line (:data:`_BRANCH_STYLE`) with ``style``;
+    along fewer than five lambdas its marker alone (:data:`_BRANCH_MARKER`: open diamond informed, dot uninformed),
+    the marker telling the branch as the line did."""
+    if n_points >= FEW_POINTS:
+        return {"color": color, "linestyle": _BRANCH_STYLE.get(branch, "-."), **style}
+    return sparse({"color": color, **_BRANCH_MARKER.get(branch, {"marker": "^"})}, n_points)
 
 
 @paper_figure
@@ -219,8 +242,10 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
     """Per alpha, along the lambda path: test error, replica (broken lines: colour the V_hat estimator, style the
     branch) against L-BFGS ERM (markers) from the informed and a random start; the overlaps of the informed branch
     against informed ERM; the non-convex fraction of the proximal problems; the Stein-minus-pointwise z-score of
-    V_hat; the solver residuals; the replicon eigenvalue (RS stable below 1)."""
+    V_hat; the solver residuals; the replicon eigenvalue (RS stable below 1). Along fewer than five lambdas every
+    curve is markers only (:func:`attnlab.plot.sparse`), a replica branch told by its marker (:func:`_branch`)."""
     lams = ds.lam.values
+    n = len(lams)
     jacs, branches = list(ds.jacobian.values), list(ds.branch.values)
     jac_color = {j: f"C{i}" for i, j in enumerate(jacs)}
     figs = {}
@@ -232,7 +257,7 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
             for br in branches:
                 q = p.sel(jacobian=jac, branch=br)
                 te = q.replica_test_error.where(q.replica_converged).mean("set").values  # converged sets only
-                ax.plot(lams, te, color=jac_color[jac], ls=_BRANCH_STYLE.get(br, "-."), lw=1.3, marker=".")
+                ax.plot(lams, te, **_branch(br, jac_color[jac], n, linewidth=1.3, marker="."))
         for k, (start, col, mk) in enumerate(zip(p.start.values, ("black", "0.55"), "os")):
             m, se = _mean_se(p.sim_test_error.sel(start=start).values, -1)
             _simulation(ax, lams * (1 + 0.05 * (k - 0.5)), m, se, col, marker=mk)
@@ -244,7 +269,7 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         for o, mk in (("m_k", "o"), ("m_v", "s"), ("q_k", "^")):
             col = _OVERLAP_COLORS[o]
             ax.plot(lams, q.replica_order.sel(order=o).where(q.replica_converged).mean("set").values,
-                    **{**THEORY, "color": col}, label=f"${o[0]}_{o[-1]}$")
+                    **sparse({**THEORY, "color": col}, n), label=f"${o[0]}_{o[-1]}$")
             m, se = _mean_se(p.sim_overlaps.sel(start="informed", overlap=o).values, -1)
             _simulation(ax, lams, m, se, col, marker=mk)
         ax.set(xscale="log", xlabel=LAMBDA, ylabel="overlap",
@@ -252,13 +277,15 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         ax.legend(loc="best", ncol=3, columnspacing=0.8, handlelength=1.4)
 
         ax = axes[2]
-        ax.plot(lams, q.replica_nonconvex_fraction.mean("set").values, "k-o", ms=3)
+        ax.plot(lams, q.replica_nonconvex_fraction.mean("set").values,
+                **sparse({"color": "black", "linestyle": "-", "marker": "o", "markersize": 3}, n))
         ax.set(xscale="log", xlabel=LAMBDA, ylabel="fraction of samples", title="non-convex proximal problems")
 
         ax = axes[3]
         for sec, col in (("k", "C3"), ("v", "C4")):
             z = np.abs(q.replica_jump.sel(jump=f"jump_{sec}").values) / q.replica_jump.sel(jump=f"jump_{sec}_se").values
-            ax.plot(lams, np.nanmax(z, axis=-1), "--", color=col, marker="x", label=f"$\\hat V_{sec}$")
+            ax.plot(lams, np.nanmax(z, axis=-1), **sparse({"color": col, "linestyle": "--", "marker": "x"}, n),
+                    label=f"$\\hat V_{sec}$")
         ax.axhline(5, color="0.5", lw=0.8, ls=":")
         ax.set(xscale="log", xlabel=LAMBDA, ylabel=r"$|\hat V^{\rm Stein}-\hat V|\,/\,\mathrm{SE}$",
                title=r"Stein minus pointwise $\hat V$ (max over sets)")
@@ -268,8 +295,7 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         for jac in jacs:
             for br in branches:
                 r = p.sel(jacobian=jac, branch=br)
-                ax.plot(lams, r.replica_residual.max("set").values, color=jac_color[jac],
-                        ls=_BRANCH_STYLE.get(br, "-."), marker="+")
+                ax.plot(lams, r.replica_residual.max("set").values, **_branch(br, jac_color[jac], n, marker="+"))
         ax.axhline(1e-8, color="0.5", lw=0.8, ls=":")
         ax.set(xscale="log", yscale="log", xlabel=LAMBDA, ylabel=r"residual $\max|F(x)-x|$",
                title="solver residual (tolerance $10^{-8}$)")
@@ -280,8 +306,7 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                 for br in branches:
                     r = p.sel(jacobian=jac, branch=br)
                     ev = r.replica_at_eigenvalue.where(r.replica_converged)  # converged sets only
-                    ax.plot(lams, ev.max("set").values, color=jac_color[jac], ls=_BRANCH_STYLE.get(br, "-."),
-                            marker="d", ms=3)
+                    ax.plot(lams, ev.max("set").values, **_branch(br, jac_color[jac], n, marker="d", markersize=3))
         ax.axhline(1.0, color="black", lw=0.8)
         ax.set(xscale="log", yscale="log", xlabel=LAMBDA, ylabel=r"replicon eigenvalue $\rho(T)$",
                title="RS stability (unstable above 1)")
@@ -289,10 +314,9 @@ def plot_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
         for ax in axes:
             _log_ticks(ax, lams)
 
-        handles = [Line2D([], [], color=jac_color[j], lw=1.3, label=f"replica, {_JACOBIAN_NAMES.get(j, j)} $\\hat V$")
-                   for j in jacs]
-        handles += [Line2D([], [], color="0.4", ls=_BRANCH_STYLE.get(b, "-."), lw=1.3, label=f"{b} branch")
-                    for b in branches]
+        handles = [Line2D([], [], **_branch("informed", jac_color[j], n, linewidth=1.3, linestyle="-"),
+                          label=f"replica, {_JACOBIAN_NAMES.get(j, j)} $\\hat V$") for j in jacs]
+        handles += [Line2D([], [], **_branch(b, "0.4", n, linewidth=1.3), label=f"{b} branch") for b in branches]
         handles += [Line2D([], [], color=c, **{**SIMULATION, "marker": mk}, label=f"ERM, {s} start ($D={int(p.D)}$)")
                     for s, c, mk in zip(p.start.values, ("black", "0.55"), "os")]
         fig.legend(handles=handles, loc="outside lower center", ncol=3)

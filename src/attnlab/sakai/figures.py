@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from attnlab.plot import LABELS, SIMULATION, THEORY, panels, paper_figure, plt
+from attnlab.plot import LABELS, SIMULATION, THEORY, panels, paper_figure, plt, sparse
 
 if TYPE_CHECKING:
     from attnlab.sakai.configs import SakaiConfig
@@ -122,7 +122,8 @@ def _densities(ax, ds: xr.Dataset, cfg: SakaiConfig):
 
 def _kl(ax, ds: xr.Dataset, cfg: SakaiConfig):
     r"""ln mean KDE-KL over seeds against log_4 n (log_4 H at low rank) with the paper's bar std/mean, the
-    Rao-Blackwellised KL of seed 0, and the null floors (the same distances between two limit samples)."""
+    Rao-Blackwellised KL of seed 0, and the null floors (the same distances between two limit samples); along
+    fewer than five widths (heads) markers only (:func:`attnlab.plot.sparse`)."""
     low_rank = cfg.experiment == "low_rank"
     heads = [int(h) for h in ds.heads.values]
     for h, H in enumerate(heads):
@@ -136,15 +137,18 @@ def _kl(ax, ds: xr.Dataset, cfg: SakaiConfig):
             break
         kl = sub.kde_kl.values
         mean = kl.mean(-1)
-        ax.errorbar(x, np.log(mean), yerr=kl.std(-1) / mean, **{**SIMULATION, "linestyle": "-"}, color=color,
-                    capsize=2, label="KDE-KL (official), bar: sd/mean" + tag)
-        ax.plot(x, np.log(sub.rb_kl.values), "s--", color=color, mfc="none", label="Rao-Blackwellised KL" + tag)
+        ax.errorbar(x, np.log(mean), yerr=kl.std(-1) / mean, **sparse({**SIMULATION, "linestyle": "-"}, len(x)),
+                    color=color, capsize=2, label="KDE-KL (official), bar: sd/mean" + tag)
+        ax.plot(x, np.log(sub.rb_kl.values), **sparse({"marker": "s", "linestyle": "--", "markerfacecolor": "none"},
+                                                      len(x)), color=color, label="Rao-Blackwellised KL" + tag)
     floors = ds.kde_kl_null.mean("seed").values
     rb_floors = np.maximum(ds.rb_kl_null.values, 1e-300)
     if low_rank:  # each H against its own limit: the floors along the heads
         x = np.log(ds.heads.values) / np.log(4)
-        ax.plot(x, np.log(floors), ls=":", marker="_", ms=8, **FLOOR, label="KDE-KL null floor")
-        ax.plot(x, np.log(rb_floors), ls="-.", marker="_", ms=8, **FLOOR, label="RB-KL null floor")
+        ax.plot(x, np.log(floors), **sparse({"linestyle": ":", "marker": "_", "markersize": 8, **FLOOR}, len(x)),
+                label="KDE-KL null floor")
+        ax.plot(x, np.log(rb_floors), **sparse({"linestyle": "-.", "marker": "_", "markersize": 8, **FLOOR}, len(x)),
+                label="RB-KL null floor")
     for h in range(0 if low_rank else len(heads)):
         color = FLOOR["color"] if len(heads) == 1 else _color(h, heads)
         ax.axhline(np.log(floors[h]), ls=":", **{**FLOOR, "color": color},

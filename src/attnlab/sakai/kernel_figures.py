@@ -10,6 +10,9 @@
 * ``matrices``: the first data set's token kernel, its attention kernel and the finite-width z-scores.
 
 ``sakai-kernel-regression`` (:func:`plot_regression`): one figure, ``regression``.
+
+A curve along the widths or the heads is drawn as markers only when it has fewer than five points
+(:func:`attnlab.plot.sparse`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from attnlab.plot import LABELS, SIMULATION, THEORY, colorbar, panels, paper_figure
+from attnlab.plot import LABELS, SIMULATION, THEORY, colorbar, panels, paper_figure, sparse
 
 __all__ = ["plot", "plot_regression"]
 
@@ -60,8 +63,9 @@ def _bias(ax, ds: xr.Dataset):
         noise = np.array([np.sqrt(2 / np.pi) * _upper(np.sqrt(D.finite_cov_se.sel(width=w).values ** 2
                                                               + D.kernel_se.values ** 2)).mean()
                           for w in ds.width.values])
-        ax.plot(n, bias, **{**SIMULATION, "linestyle": "-"}, color=c, label=NAMES.get(str(kind), kind))
-        ax.plot(n, noise, ":", color=c, lw=1, label=r"noise level $\sqrt{2/\pi}\,\mathrm{SE}$")
+        ax.plot(n, bias, **sparse({**SIMULATION, "linestyle": "-"}, n.size), color=c, label=NAMES.get(str(kind), kind))
+        ax.plot(n, noise, **sparse({"linestyle": ":", "linewidth": 1}, n.size), color=c,
+                label=r"noise level $\sqrt{2/\pi}\,\mathrm{SE}$")
         ax.plot(n, bias[0] * n[0] / n, **{**THEORY, "color": c, "linewidth": 0.9}, label=r"$\propto 1/n$")
     ax.set(xscale="log", yscale="log", xlabel=LABELS["width"],
            ylabel=r"mean $|\mathbb{E}\,y y^\top - K'|$ over entries")
@@ -145,9 +149,11 @@ def _random_kernel(ds: xr.Dataset, cfg):
     ax = axes[2]
     H = ds.heads.values.astype(float)
     for kind in ds.dataset.values:
-        ax.plot(H, ds.ks_mixing.sel(dataset=kind).max("projection").values, **{**SIMULATION, "linestyle": "-"},
-                color=COLORS.get(str(kind), "C1"), label=f"{NAMES.get(str(kind), kind)}: $w^\\top C w$")
-        ax.plot(H, ds.ks_output.sel(dataset=kind).max("projection").values, "s--", mfc="none",
+        ax.plot(H, ds.ks_mixing.sel(dataset=kind).max("projection").values,
+                **sparse({**SIMULATION, "linestyle": "-"}, H.size), color=COLORS.get(str(kind), "C1"),
+                label=f"{NAMES.get(str(kind), kind)}: $w^\\top C w$")
+        ax.plot(H, ds.ks_output.sel(dataset=kind).max("projection").values,
+                **sparse({"marker": "s", "linestyle": "--", "markerfacecolor": "none"}, H.size),
                 color=COLORS.get(str(kind), "C1"), label=r"$w^\top y$")
         ax.plot([ds.attrs["n_heads"]], [float(ds.ks_mixing_widest.sel(dataset=kind).max())], "^", ms=6,
                 color=COLORS.get(str(kind), "C1"), label=f"$w^\\top C w$ at $n={int(ds.width.values[-1])}$")

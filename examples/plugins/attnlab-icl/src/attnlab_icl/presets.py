@@ -19,7 +19,18 @@ import numpy as np
 import xarray as xr
 from pydantic import Field
 
-from attnlab.extend import SIMULATION, THEORY, Check, ExperimentConfig, Preset, mean_se, panels, paper_figure, register
+from attnlab.extend import (
+    SIMULATION,
+    THEORY,
+    Check,
+    ExperimentConfig,
+    Preset,
+    mean_se,
+    panels,
+    paper_figure,
+    register,
+    sparse,
+)
 from attnlab_icl import lsa
 
 CITATION = "Zhang, Frei, Bartlett (JMLR 2024); Ahn et al. (NeurIPS 2023)"
@@ -110,7 +121,7 @@ def summarize(ds: xr.Dataset, config: LSAConfig):
 @paper_figure
 def plot(ds: xr.Dataset, config: LSAConfig):
     """(a) in-context risk against n: R*(n), plain one-step GD, and the trained layers; (b) the diagonal of the
-    trained Gamma at the longest prompt against Gamma* and eta* I."""
+    trained Gamma at the longest prompt against Gamma* (open diamonds for fewer than five eigenvalues) and eta* I."""
     fig, (a, b) = panels(2)
     a.plot(ds.n_grid, ds.risk_grid, **THEORY, label=r"$\mathcal{R}^*(n)$, $\Gamma^*$")
     a.plot(ds.n_grid, ds.plain_risk_grid, color="0.5", linestyle=":", label=r"plain GD, $\eta^* I$")
@@ -120,7 +131,7 @@ def plot(ds: xr.Dataset, config: LSAConfig):
     a.legend()
     last = ds.isel(n=-1)
     diag = np.diagonal(last.gamma.values, axis1=1, axis2=2)
-    b.plot(last["lambda"], last.optimal_gamma, **THEORY, label=r"$\Gamma^*_{kk}$")
+    b.plot(last["lambda"], last.optimal_gamma, **sparse(THEORY, last.sizes["k"]), label=r"$\Gamma^*_{kk}$")
     b.axhline(float(last.plain_eta), color="0.5", linestyle=":", label=r"$\eta^*$")
     b.errorbar(last["lambda"], diag.mean(0), yerr=2 * diag.std(0, ddof=1) / np.sqrt(diag.shape[0]), **SIMULATION,
                label=r"trained $\Gamma_{kk}$")
