@@ -11,7 +11,8 @@ For each command, in a fresh process (``python -c`` calling :func:`attnlab.app.c
 ``list`` and ``show`` are measured twice: with an empty catalogue cache (``cold``: every paper imported, the cache
 written) and with the cache that first call wrote (``warm``). The cache lives in a temporary directory
 (``ATTNLAB_CACHE_DIR``). Each command is repeated ``--repeat`` times and the minimum is kept. One JSON object per
-line; the last one holds every row.
+line; the last one holds every row and the wall times the targets name (``version_wall_s``, ``help_wall_s``,
+``list_warm_wall_s``, ``show_warm_wall_s``).
 
     .venv/bin/python bench/startup.py [--repeat 3] [--preset marion-manifold]
 """
@@ -74,7 +75,10 @@ def main() -> None:
             best = {"command": label, **best}
             print(json.dumps(best), flush=True)
             rows.append(best)
-    print(json.dumps({"rows": rows}))
+    walls = {r["command"]: r["wall_s"] for r in rows}
+    print(json.dumps({"rows": rows, "version_wall_s": walls["--version"], "help_wall_s": walls["-h"],
+                      "list_warm_wall_s": walls["list (warm)"], "show_warm_wall_s": walls["show (warm)"],
+                      "list_cold_wall_s": walls["list (cold)"]}))
 
 
 if __name__ == "__main__":
