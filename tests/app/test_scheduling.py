@@ -82,9 +82,12 @@ def test_resources_and_order():
                                                 "bruno-forward-heat", "dohmatob-rgd", "marion-manifold"]
     # no CPU worker: everything on the GPU worker
     assert scheduling.plan(None, tasks, Layout(("0",), 0))[0] == [{"GPU": 1}] * 5
-    # the CPU layout and an external scheduler: as before (no resources, the given order)
+    # the CPU layout and an external scheduler: no resources, longest first too
     for layout in (Layout((), 4), None):
-        assert scheduling.plan(None, tasks, layout, native) == ([None] * 5, [0, 1, 2, 3, 4])
+        assert scheduling.plan(None, tasks, layout, native) == ([None] * 5, [3, 2, 1, 4, 0])
+    # a sweep's tasks (one preset) keep their order
+    same = [Task("marion-sgd", (("seed", s),), s, True) for s in range(3)]
+    assert scheduling.plan(None, same, Layout((), 2))[1] == [0, 1, 2]
     quick = [Task("marion-sgd", (), 0, True), Task("dohmatob-flow", (), 0, True)]  # 7.9 s vs 18 s quick
     assert scheduling.plan(None, quick, Layout(("0",), 1), [False, False])[1] == [1, 0]
 

@@ -9,8 +9,8 @@
   resolves one of its jobs to ``"native"`` on a CPU (:func:`attnlab.api.implementations`, asked on a CPU worker so
   that the driver never starts JAX). ``--workers`` caps the total number of workers (GPU workers first).
 
-In the GPU layout the tasks are submitted longest first (:data:`EXPECTED_S`), so the long presets do not start
-last on the GPU worker's queue.
+The tasks are submitted longest first (:data:`EXPECTED_S`), so the long presets do not start last (on the GPU
+worker's queue, or on two CPU workers at the end of a reproduction).
 """
 
 from __future__ import annotations
@@ -178,12 +178,14 @@ def plan(client, tasks: list, layout: Layout | None, native: list[bool] | None =
          ) -> tuple[list[dict[str, float] | None], list[int]]:
     """The Dask resources of each task and the order of submission, for ``layout``.
 
-    CPU layout (or None: an external scheduler): no resources, the given order. GPU layout: the tasks that use a C
-    kernel on a CPU (``native``, default: asked of a CPU worker through ``client``) get ``{"CPU": 1}``, the others
-    ``{"GPU": 1}`` (all of them when there is no CPU worker; the papers of :data:`GPU_PREFERRED` always);
-    longest first (:func:`expected_s`, stable)."""
+    Every layout submits the tasks longest first (:func:`expected_s`, stable: a sweep's tasks keep their order), so
+    that the longest preset of a reproduction does not start last and leave the other workers idle at the end.
+    CPU layout (or None: an external scheduler): no resources. GPU layout: the tasks that use a C kernel on a CPU
+    (``native``, default: asked of a CPU worker through ``client``) get ``{"CPU": 1}``, the others ``{"GPU": 1}``
+    (all of them when there is no CPU worker; the papers of :data:`GPU_PREFERRED` always)."""
+    order = sorted(range(len(tasks)), key=lambda i: -expected_s(tasks[i]))
     if layout is None or not layout.on_gpu:
-        return [None] * len(tasks), list(range(len(tasks)))
+        return [None] * len(tasks), order
     if layout.cpu_workers == 0:
         native = [False] * len(tasks)
     elif native is None:
@@ -193,5 +195,4 @@ def plan(client, tasks: list, layout: Layout | None, native: list[bool] | None =
             native = [False] * len(tasks)
     native = [flag and tasks[i].preset.split("-", 1)[0] not in GPU_PREFERRED for i, flag in enumerate(native)]
     resources = [{"CPU": 1} if flag else {"GPU": 1} for flag in native]
-    order = sorted(range(len(tasks)), key=lambda i: -expected_s(tasks[i]))
     return resources, order
