@@ -39,6 +39,10 @@ def test_tiny_runs_end_to_end(key, tmp_path):
         assert set(p.plot(ds, cfg))
     path = animate(ds, tmp_path / "cloud.gif")
     assert (tmp_path / "cloud.gif").stat().st_size > 1000 and path.endswith(".gif")
+    from PIL import Image
+
+    with Image.open(path) as gif:  # one frame per snapshot, at the screen's 100 pixels per inch
+        assert gif.n_frames == ds.sizes["time"] and gif.size == (480, 420)
 
 
 def test_adaptive_integrator_option():

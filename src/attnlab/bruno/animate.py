@@ -7,9 +7,10 @@ import numpy as np
 __all__ = ["animate"]
 
 
-def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4) -> str:
+def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4, dpi: int = 100) -> str:
     """Write an animated GIF of ``ds.x`` (S^1: the tokens on the circle; S^2: 3-D scatter) to ``path``, tokens
-    coloured by their initial angle (azimuth on S^2) with a labelled colour bar; return the path."""
+    coloured by their initial angle (azimuth on S^2) with a labelled colour bar, ``dpi`` pixels per inch (a GIF for
+    a screen); return the path."""
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     from attnlab.plot import colorbar, plt, style
@@ -51,7 +52,9 @@ def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4) -> 
         cb = colorbar(fig, sc, ax, r"initial azimuth $\theta_0$ (rad)" if d == 3 else r"initial angle $\theta_0$ (rad)")
         cb.set_ticks([0, np.pi, 2 * np.pi], labels=[r"$0$", r"$\pi$", r"$2\pi$"])
         update(0)
+        fig.canvas.draw()  # the layout is solved once, on the first frame: the frames differ only in their points
+        fig.set_layout_engine("none")
         anim = FuncAnimation(fig, update, frames=len(times), blit=False)
-        anim.save(str(path), writer=PillowWriter(fps=fps))
+        anim.save(str(path), writer=PillowWriter(fps=fps), dpi=dpi)
     plt.close(fig)
     return str(path)
