@@ -116,7 +116,8 @@ class ToyMultiheadConfig(ExperimentConfig):
     L: int = pydantic.Field(10, ge=3, description="sequence length (tokens 1 and 2 carry the signals)")
     gamma: float = pydantic.Field(math.sqrt(0.5), gt=0, description="standard deviation of the signal tokens' noise")
     eps: float = pydantic.Field(0.1, ge=0, description="label noise standard deviation")
-    lambda0: float = pydantic.Field(2.0, gt=0, le=LAMBDA_MAX, title="erf scale at t = 0", description=f"erf scale at t = 0, in (0, {LAMBDA_MAX:g}] "
+    lambda0: float = pydantic.Field(2.0, gt=0, le=LAMBDA_MAX, title="erf scale at t = 0",
+                                    description=f"erf scale at t = 0, in (0, {LAMBDA_MAX:g}] "
                                     "(beyond it erf(lambda X_l . k) is sign(X_l . k) to round-off for all but 5e-4 "
                                     "of the tokens: attnlab.marion.predictors.LAMBDA_MAX)")
     schedule_rate: float = pydantic.Field(2e-4, ge=0, description="lambda_t = lambda0 / (1 + rate min(t, cap))")
