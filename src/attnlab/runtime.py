@@ -15,11 +15,10 @@ a notebook can call the same functions.
   ``XLA_FLAGS`` wins (``--xla_backend_optimization_level=3`` restores the default). Flags act only before JAX
   starts its backend (the first computation of the process).
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
-  compilation; JAX's persistent cache lets a later process load a program from disk. All processes share one
-  directory, ``$ATTNLAB_JAX_CACHE/shared`` (``off`` disables it; default base ``~/.cache/attnlab/jax``): a program
-  compiled by one Dask worker, test worker or command line is loaded by the others. JAX locks the directory around
-  each read and write (its size-bounded cache, ``$ATTNLAB_JAX_CACHE_MAX_MB``, default 2048, least recently used
-  entries evicted), so no process reads an entry another is still writing.
+  compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
+  directory of its own (a locked slot), so no process ever reads an entry another is still writing. Directory:
+  ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; a slot over
+  ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048) is emptied when a process claims it.
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
   memory mappings and JAX keeps every program alive, so a long-lived process (a test worker, a Dask worker, a
   notebook running many presets) can reach the kernel's ``vm.max_map_count`` (65,530 by default), past which XLA's
@@ -35,7 +34,6 @@ import fcntl
 import functools
 import gc
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -71,58 +69,66 @@ def default_cache_dir() -> Path | None:
     return None if value.strip().lower() in ("", "off", "0", "none") else Path(value)
 
 
-SHARED = "shared"
-"""The one directory under the cache's base that every process uses (see :func:`use_compile_cache`)."""
+_SLOT: tuple[int, Path] | None = None  # (open lock file descriptor, directory) of this process's cache slot
+_MAX_SLOTS = 64
 
 
-def _remove_old_slots(base: Path) -> None:
-    """Remove the per-process directories ``base/slot-K`` that earlier attnlab releases kept, each once its lock is
-    free (no process of such a release is using it): their programs are compiled again into the shared cache."""
-    for directory in base.glob("slot-*"):
-        lock = directory / ".lock"
+def _claim_slot(base: Path) -> tuple[int, Path] | None:
+    """The first ``base/slot-K`` whose lock this process can take (an exclusive ``flock``, held until the process
+    ends, released by the kernel even after ``kill -9``), or None."""
+    for k in range(_MAX_SLOTS):
+        directory = base / f"slot-{k}"
         try:
-            fd = os.open(lock, os.O_RDWR)
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
-            continue
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             continue
-        try:
-            shutil.rmtree(directory, ignore_errors=True)
-        finally:
-            os.close(fd)
+        return fd, directory
+    return None
+
+
+def _trim(directory: Path, max_bytes: float) -> None:
+    """Empty a slot whose entries exceed ``max_bytes`` (run while holding its lock: nobody else reads it)."""
+    entries = [p for p in directory.iterdir() if p.name != ".lock"]
+    if sum(p.stat().st_size for p in entries if p.is_file()) > max_bytes:
+        for p in entries:
+            p.unlink(missing_ok=True)
 
 
 def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | None = None) -> Path | None:
-    """Turn on JAX's persistent compilation cache in ``path/shared`` (``path`` defaults to
-    :func:`default_cache_dir`), shared by every process (the command line, sweep and reproduce workers, test
-    workers, notebooks), and return that directory (None when the cache is off or cannot be made: the run goes on
-    without).
+    """Turn on JAX's persistent compilation cache in a directory of this process's own under ``path`` (default
+    :func:`default_cache_dir`), and return it (None when the cache is off or cannot be had: the run goes on without).
 
-    The cache is JAX's least-recently-used cache with a size bound (``max_mb``, default ``$ATTNLAB_JAX_CACHE_MAX_MB``
-    or 2048): with a bound, JAX reads and writes every entry under a file lock of the directory (the ``filelock``
-    package), so no process ever reads an entry another is still writing, and the least recently used entries go
-    when the bound is reached. Every program is cached, however quick its compilation: a new process then skips the
-    hundreds of small compilations a preset needs, whichever process compiled them first."""
+    JAX writes a cache entry in place, so a process reading an entry that another is writing could load half of it
+    (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
+    concurrent processes (test workers, Dask workers, two command lines) never share a directory, and a later process
+    reuses a free slot with the programs compiled there before. A slot over ``max_mb`` (default
+    ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048) is emptied when claimed. Every program is cached, however quick its
+    compilation: a new process then skips the hundreds of small compilations a preset needs."""
+    global _SLOT
     import jax
 
     base = Path(path) if path is not None else default_cache_dir()
     if base is None:
         return None
-    directory = base / SHARED
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        _remove_old_slots(base)
-    except OSError:
-        return None
-    size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 2048))
-    jax.config.update("jax_compilation_cache_dir", str(directory))
-    jax.config.update("jax_compilation_cache_max_size", int(size * 2**20))
+    if _SLOT is None or _SLOT[1].parent != base:
+        if _SLOT is not None:
+            os.close(_SLOT[0])
+            _SLOT = None
+        _SLOT = _claim_slot(base)
+        if _SLOT is None:
+            return None
+        size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 2048))
+        _trim(_SLOT[1], size * 2**20)
+    jax.config.update("jax_compilation_cache_dir", str(_SLOT[1]))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return directory
+    return _SLOT[1]
 
 
 @functools.cache
@@ -151,8 +157,8 @@ def configure() -> None:
 
 
 _SCOPED_ENV = ("XLA_FLAGS", "EQX_ON_ERROR", "OMP_WAIT_POLICY")
-_SCOPED_JAX = ("jax_compilation_cache_dir", "jax_compilation_cache_max_size",
-               "jax_persistent_cache_min_compile_time_secs", "jax_persistent_cache_min_entry_size_bytes")
+_SCOPED_JAX = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+               "jax_persistent_cache_min_entry_size_bytes")
 
 
 def _equinox_error_modes() -> list:
