@@ -5,7 +5,6 @@ mean-field theory in broken lines on the same axes) with the overlaps beside the
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.colors import Normalize
 from matplotlib.lines import Line2D
 
 from attnlab.plot import LABELS, SIMULATION, THEORY, colorbar, panels, paper_figure
@@ -96,7 +95,7 @@ _KIND_STYLE = {"sink": ("o", "C2"), "source": ("s", "C3"), "saddle": ("X", "C1")
 
 @paper_figure
 def plot_flow(ds, cfg):
-    """Phase portrait of the 2-D mean-field flow on M per link: the closed-form field's streamlines (grey, darker where
+    """Phase portrait of the 2-D mean-field flow on M per link: the closed-form field's streamlines (grey, wider where
     faster), trajectories integrated from a grid of starts (an arrow at the end), the stationary points marked by
     the kind their Jacobian gives, and the transition mu = psi / c."""
     links = list(ds.link.values)
@@ -106,9 +105,9 @@ def plot_flow(ds, cfg):
         if "field_mu" in x:
             u, v = x.field_mu.values, x.field_nu.values
             speed = np.hypot(u, v)
-            rel = np.sqrt(speed / (speed.max() or 1.0))  # the speed spans decades: its square root sets the shade
-            ax.streamplot(x.grid_mu.values, x.grid_nu.values, u, v, color=rel, cmap="Greys",
-                          norm=Normalize(-0.7, 1.0), density=1.0, linewidth=0.7, arrowsize=0.8, zorder=1)
+            rel = np.sqrt(speed / (speed.max() or 1.0))  # the speed spans decades: its square root sets the width
+            ax.streamplot(x.grid_mu.values, x.grid_nu.values, u, v, color="0.6", density=1.0,
+                          linewidth=0.3 + 0.9 * rel, arrowsize=0.8, zorder=1)
         for s in range(x.sizes["start"]):
             mu, nu = x.mu.values[s], x.nu.values[s]
             ok = np.isfinite(mu) & np.isfinite(nu)
