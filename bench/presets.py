@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 PROBE = r"""
 import json, sys, tempfile, time
@@ -90,8 +91,6 @@ PHASES = ("imports_s", "configuration_s", "tracing_s", "compilation_s", "checks_
 
 def measure(name: str, quick: bool, cache: str, timeout: float) -> dict:
     """One fresh process running ``name`` with the compile cache under ``cache``; its phase times (or an error)."""
-    import time
-
     env = {**os.environ, "ATTNLAB_JAX_CACHE": cache, "MPLBACKEND": "Agg"}
     code = PROBE.replace("NAME", repr(name)).replace("QUICK", repr(quick))
     t0 = time.perf_counter()

@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import threading
@@ -466,8 +467,6 @@ def field_symbol(name: str) -> str | None:
     """A config field's name as the papers write it, in mathtext, where the name is a symbol: a Greek letter with an
     optional index (``lambda0`` -> ``$\\lambda_0$``, ``lam_k`` -> ``$\\lambda_k$``) or one Latin letter (``d``,
     ``L``); None for a word (``n_steps``)."""
-    import re
-
     match = re.fullmatch(r"([A-Za-z]+)_?([0-9]+|[a-z])?", name)
     if match is None:
         return None
