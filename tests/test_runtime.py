@@ -1,6 +1,7 @@
 """attnlab.runtime: nothing changes at import; float64 scoped; XLA flags and JAX's locked compile cache on request;
 compiled programs dropped once the process nears the kernel's limit on memory mappings."""
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -120,6 +121,50 @@ def test_a_later_process_loads_programs_from_its_slot_and_concurrent_ones_never_
         assert other.stdout.startswith("slot-1 ")
     finally:
         os.close(held[0])
+
+
+def test_a_process_finds_the_programs_compiled_in_other_free_slots(tmp_path):
+    """A program compiled by a process that ran in slot-1 (slot-0 was held) is loaded from disk by a later process that
+    takes slot-0: claiming a slot links in the entries of the free slots."""
+    code = ("import jax, jax.numpy as jnp; seen = []; jax.monitoring.register_event_listener("
+            "lambda name, **kw: seen.append(name.rsplit('/', 1)[-1])); "
+            "from attnlab import runtime; d = runtime.use_compile_cache(); "
+            "jax.jit(lambda x: jnp.cos(x) @ x + 7.0)(jnp.arange(5.0)).block_until_ready(); "
+            "print(d.name, seen.count('cache_hits'), seen.count('cache_misses'))")
+    env = {**os.environ, "ATTNLAB_JAX_CACHE": str(tmp_path)}
+    from attnlab import runtime
+
+    held = runtime._claim_slot(tmp_path)
+    try:
+        first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    finally:
+        os.close(held[0])
+    slot, hits, misses = first.stdout.split()
+    assert (slot, hits) == ("slot-1", "0") and int(misses) >= 1
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert second.stdout.split() == ["slot-0", misses, "0"]  # every program the first compiled, none compiled again
+
+
+def test_seeding_links_entries_of_free_slots_and_skips_held_ones(tmp_path):
+    from attnlab import runtime
+
+    for k, name in ((1, "jit_a-1-cache"), (2, "jit_b-2-cache")):
+        (tmp_path / f"slot-{k}").mkdir(parents=True)
+        (tmp_path / f"slot-{k}" / name).write_bytes(b"x" * (k + 3))
+    busy = os.open(tmp_path / "slot-2" / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running process holds slot-2
+    try:
+        fd, mine = runtime._claim_slot(tmp_path)
+        try:
+            assert mine.name == "slot-0"
+            assert runtime._seed(tmp_path, mine) == 1
+            assert sorted(p.name for p in mine.iterdir() if p.name != ".lock") == ["jit_a-1-cache"]
+            assert (mine / "jit_a-1-cache").stat().st_ino == (tmp_path / "slot-1" / "jit_a-1-cache").stat().st_ino
+            assert runtime._seed(tmp_path, mine) == 0  # nothing left to link
+        finally:
+            os.close(fd)
+    finally:
+        os.close(busy)
 
 
 def test_cache_off_leaves_jax_alone(monkeypatch):

@@ -16,7 +16,9 @@ a notebook can call the same functions.
   starts its backend (the first computation of the process).
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
   compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
-  directory of its own (a locked slot), so no process ever reads an entry another is still writing. Directory:
+  directory of its own (a locked slot), so no process ever reads an entry another is still writing, and on taking
+  it links in the entries of every slot no running process holds: a process finds every program any finished
+  process compiled, whichever slot it ran in. Directory:
   ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; a slot over
   ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048) is emptied when a process claims it.
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
@@ -92,6 +94,42 @@ def _claim_slot(base: Path) -> tuple[int, Path] | None:
     return None
 
 
+def _seed(base: Path, directory: Path) -> int:
+    """Hard-link into the claimed slot ``directory`` the entries it lacks from every other slot under ``base`` that
+    no running process holds (its lock taken, non-blocking, for the copy), so that programs compiled in one slot
+    serve the processes of all slots. A held slot is skipped (its process may be writing an entry). Links cost no
+    space and leave each slot whole when another is trimmed. Returns the number of entries linked."""
+    have = {p.name for p in directory.iterdir()}
+    linked = 0
+    for other in sorted(base.glob("slot-*")):
+        if other == directory or not other.is_dir():
+            continue
+        try:
+            fd = os.open(other / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by a running process
+            os.close(fd)
+            continue
+        try:
+            for entry in other.iterdir():
+                if entry.name == ".lock" or entry.name in have:
+                    continue
+                try:
+                    os.link(entry, directory / entry.name)
+                except FileExistsError:
+                    pass
+                except OSError:  # no hard links on this file system: each slot keeps its own programs
+                    return linked
+                have.add(entry.name)
+                linked += 1
+        finally:
+            os.close(fd)
+    return linked
+
+
 def _trim(directory: Path, max_bytes: float) -> None:
     """Empty a slot whose entries exceed ``max_bytes`` (run while holding its lock: nobody else reads it)."""
     entries = [p for p in directory.iterdir() if p.name != ".lock"]
@@ -106,8 +144,9 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
 
     JAX writes a cache entry in place, so a process reading an entry that another is writing could load half of it
     (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
-    concurrent processes (test workers, Dask workers, two command lines) never share a directory, and a later process
-    reuses a free slot with the programs compiled there before. A slot over ``max_mb`` (default
+    concurrent processes (test workers, Dask workers, two command lines) never share a directory. On claiming its slot
+    a process hard-links into it the entries of every free slot (:func:`_seed`), so a later process finds every
+    program compiled by the processes that have ended, in whichever slot. A slot over ``max_mb`` (default
     ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048) is emptied when claimed. Every program is cached, however quick its
     compilation: a new process then skips the hundreds of small compilations a preset needs."""
     global _SLOT
@@ -125,9 +164,13 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
             return None
         size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 2048))
         _trim(_SLOT[1], size * 2**20)
+        _seed(base, _SLOT[1])
     jax.config.update("jax_compilation_cache_dir", str(_SLOT[1]))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    # JAX's default also turns on XLA's GPU autotuning cache in a folder of the cache directory, whose path enters
+    # every program's cache key: keys would differ from slot to slot and no slot could serve another's programs.
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     return _SLOT[1]
 
 
@@ -158,7 +201,7 @@ def configure() -> None:
 
 _SCOPED_ENV = ("XLA_FLAGS", "EQX_ON_ERROR", "OMP_WAIT_POLICY")
 _SCOPED_JAX = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-               "jax_persistent_cache_min_entry_size_bytes")
+               "jax_persistent_cache_min_entry_size_bytes", "jax_persistent_cache_enable_xla_caches")
 
 
 def _equinox_error_modes() -> list:
