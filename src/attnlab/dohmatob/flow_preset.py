@@ -4,6 +4,7 @@ and Condition 2): configs, runs and summaries. Their figures are in :mod:`attnla
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -14,7 +15,14 @@ import xarray as xr
 
 from attnlab.config import ExperimentConfig
 from attnlab.dohmatob.flows import field2, field4, integrate, stationary_points_on_M
-from attnlab.dohmatob.meanfield import DohmatobModel, dual_kernel, mc_risk_batch, mean_field_risk, rem_constants_alpha
+from attnlab.dohmatob.meanfield import (
+    DohmatobModel,
+    dual_kernel,
+    mc_risk_batch,
+    mc_risk_batches,
+    mean_field_risk,
+    rem_constants_alpha,
+)
 from attnlab.dohmatob.model import check_links
 from attnlab.registry import Check
 from attnlab.slr.overlaps import DohmatobOverlaps
@@ -25,12 +33,20 @@ __all__ = ["CITATION", "PROP10", "FlowConfig", "run_flow", "summarize_flow", "Ph
 CITATION = "Dohmatob, NeurIPS 2025"
 
 
-def _solve_batch(field, y0, ts, m):
-    """The flows of ``field`` from the rows of ``y0`` (one compiled, vmapped solve): the trajectories (NaN where a
-    solve failed) and the number of failed solves."""
-    sol = jax.jit(jax.vmap(lambda y: integrate(field, y, ts, m)))(y0)
+def _by_link(fn, models):
+    """``(z, i) -> fn(z, models[i])``: one function of the link's index (``lax.switch`` over the links), so that one
+    traced and compiled program serves every link (under ``vmap`` over ``i`` every branch is evaluated and the
+    link's own selected)."""
+    branches = [functools.partial(lambda z, m: fn(z, m), m=m) for m in models]
+    return lambda z, i: jax.lax.switch(i, branches, z)
+
+
+def _solve_batch(field, y0, links, ts):
+    """The flows of ``field(y, link)`` from the rows of ``y0``, row ``j`` with link index ``links[j]`` (one compiled,
+    vmapped solve): the trajectories (NaN where a solve failed) and whether each solve failed."""
+    sol = jax.jit(jax.vmap(lambda y, i: integrate(field, y, ts, i)))(y0, links)
     ok = np.asarray(sol.succeeded)
-    return np.where(ok[:, None, None], np.asarray(sol.ys), np.nan), int(np.sum(~ok))
+    return np.where(ok[:, None, None], np.asarray(sol.ys), np.nan), ~ok
 
 
 # Prop. 10 as printed (the ReLU item with the typo fixed as in its proof, App. F.3)
@@ -86,51 +102,61 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     g = np.linspace(-0.95, 0.95, cfg.n_grid)
     starts = np.array([(a, b) for a in g for b in g])
     ts = np.linspace(0.0, cfg.t_max, cfg.n_times)
-    data_traj, pts_rows, fields = [], [], []
     grid = np.linspace(-1.0, 1.0, FIELD_GRID)
     grid_points = jnp.asarray(np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2))  # row: nu, column: mu
-    inv, inv_control, failures = [], [], []
-    for li, link in enumerate(cfg.links):
-        m = DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link)
-        traj, failed2 = _solve_batch(field2, jnp.asarray(starts), ts, m)
-        data_traj.append(traj)
-        fields.append(np.asarray(jax.jit(jax.vmap(lambda z, m=m: field2(z, m)))(grid_points)).reshape(
-            FIELD_GRID, FIELD_GRID, 2))
-        # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|
-        y4 = jnp.concatenate([jnp.asarray(starts[:: max(1, len(starts) // 8)]), jnp.zeros((len(starts[:: max(
-            1, len(starts) // 8)]), 2))], axis=1)
-        # and, as the check's control, from the same points a distance OFF_M off M (one solve for both)
-        t4, failed4 = _solve_batch(field4, jnp.concatenate([y4, y4.at[:, 2:].set(OFF_M)]), ts, m)
-        inv.append(float(np.max(np.abs(t4[: len(y4), :, 2:]))))
-        inv_control.append(float(np.max(np.abs(t4[len(y4):, :, 2:]))))
-        failures.append(failed2 + failed4)
-        sps = stationary_points_on_M(m)
-        y = jnp.array([[p.mu, p.nu] for p in sps])
-        norm = jax.jit(jax.vmap(lambda z, m=m: jnp.max(jnp.abs(field2(z, m)))))
-        F = np.asarray(norm(y))
-        # the control of the field check: the field a distance PERTURB inside the square from each point
-        Fp = np.asarray(norm(y - PERTURB * jnp.where(y > 0, 1.0, -1.0)))
-        R = np.asarray(jax.jit(jax.vmap(lambda z, m=m: mean_field_risk(DohmatobOverlaps.on_M(z[0], z[1]), m)))(y))
-        # located points (mu = 1): the mean field's premise holds; compare with the exact model
-        o = DohmatobOverlaps.on_M(jnp.array([p.mu for p in sps]), jnp.array([p.nu for p in sps]))
-        mc, mc_se = (np.asarray(x) for x in mc_risk_batch(jax.random.fold_in(key, li), o, m, cfg.n_mc))
+    models = [DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link) for link in cfg.links]
+    n_links, n_starts = len(models), len(starts)
+    f2, f4 = _by_link(field2, models), _by_link(field4, models)
+    # every link's flows from every start in one solve
+    traj, failed2 = _solve_batch(f2, jnp.asarray(np.tile(starts, (n_links, 1))), jnp.repeat(jnp.arange(n_links),
+                                                                                            n_starts), ts)
+    traj = traj.reshape(n_links, n_starts, len(ts), 2)
+    fields = np.asarray(jax.jit(jax.vmap(lambda i: jax.vmap(lambda z: f2(z, i))(grid_points)))(
+        jnp.arange(n_links))).reshape(n_links, FIELD_GRID, FIELD_GRID, 2)
+    # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|, and,
+    # as the check's control, from the same points a distance OFF_M off M (one solve for both and every link)
+    on_m = starts[:: max(1, n_starts // 8)]
+    y4 = np.concatenate([on_m, np.zeros((len(on_m), 2))], axis=1)
+    y4 = np.concatenate([y4, np.concatenate([on_m, np.full((len(on_m), 2), OFF_M)], axis=1)])
+    t4, failed4 = _solve_batch(f4, jnp.asarray(np.tile(y4, (n_links, 1))), jnp.repeat(jnp.arange(n_links), len(y4)),
+                               ts)
+    t4 = t4.reshape(n_links, 2, len(on_m), len(ts), 4)
+    inv = np.max(np.abs(t4[:, 0, :, :, 2:]), axis=(1, 2, 3))
+    inv_control = np.max(np.abs(t4[:, 1, :, :, 2:]), axis=(1, 2, 3))
+    failures = failed2.reshape(n_links, -1).sum(axis=1) + failed4.reshape(n_links, -1).sum(axis=1)
+    points = [stationary_points_on_M(m) for m in models]
+    y = jnp.array([[p.mu, p.nu] for sps in points for p in sps])
+    which = jnp.array([li for li, sps in enumerate(points) for _ in sps])
+    norm = jax.jit(jax.vmap(lambda z, i: jnp.max(jnp.abs(f2(z, i)))))
+    F = np.asarray(norm(y, which))
+    # the control of the field check: the field a distance PERTURB inside the square from each point
+    Fp = np.asarray(norm(y - PERTURB * jnp.where(y > 0, 1.0, -1.0), which))
+    risk = _by_link(lambda z, m: mean_field_risk(DohmatobOverlaps.on_M(z[0], z[1]), m), models)
+    R = np.asarray(jax.jit(jax.vmap(risk))(y, which))
+    # located points (mu = 1): the mean field's premise holds; compare with the exact model
+    o = [DohmatobOverlaps.on_M(jnp.array([p.mu for p in sps]), jnp.array([p.nu for p in sps])) for sps in points]
+    mcs = mc_risk_batches([jax.random.fold_in(key, li) for li in range(n_links)], o, models, cfg.n_mc)
+    pts_rows, j = [], 0
+    for li, (link, sps) in enumerate(zip(cfg.links, points)):
+        mc, mc_se = (np.asarray(x) for x in mcs[li])
         for i, p in enumerate(sps):
             located = p.mu == 1.0
             expected = PROP10.get(link, {}).get(_point_key(p), "")
             pts_rows.append((link, p.mu, p.nu, p.kind, expected, p.family, float(np.real(p.eigenvalues[0])),
-                             float(np.real(p.eigenvalues[-1])), float(F[i]), float(R[i]),
+                             float(np.real(p.eigenvalues[-1])), float(F[j]), float(R[j]),
                              float(mc[i]) if located else np.nan, float(mc_se[i]) if located else np.nan,
-                             p.converged, float(Fp[i]), _trivial(p)))
+                             p.converged, float(Fp[j]), _trivial(p)))
+            j += 1
         if progress is not None:
-            progress(li + 1, len(cfg.links))
+            progress(li + 1, n_links)
     cols = list(zip(*pts_rows))
     pd = ("point",)
     data = {
-        "mu": (("link", "start", "time"), np.stack(data_traj)[..., 0], {"units": "1"}),
-        "nu": (("link", "start", "time"), np.stack(data_traj)[..., 1], {"units": "1"}),
-        "field_mu": (("link", "grid_nu", "grid_mu"), np.stack(fields)[..., 0], {
+        "mu": (("link", "start", "time"), traj[..., 0], {"units": "1"}),
+        "nu": (("link", "start", "time"), traj[..., 1], {"units": "1"}),
+        "field_mu": (("link", "grid_nu", "grid_mu"), fields[..., 0], {
             "units": "1/time", "long_name": "mu' of the 2-D flow on M (Prop. 6), closed form"}),
-        "field_nu": (("link", "grid_nu", "grid_mu"), np.stack(fields)[..., 1], {
+        "field_nu": (("link", "grid_nu", "grid_mu"), fields[..., 1], {
             "units": "1/time", "long_name": "nu' of the 2-D flow on M (Prop. 6), closed form"}),
         "mu0": (("start",), starts[:, 0], {"units": "1"}),
         "nu0": (("start",), starts[:, 1], {"units": "1"}),
