@@ -145,20 +145,29 @@ def test_a_process_finds_the_programs_compiled_in_other_free_slots(tmp_path):
     assert second.stdout.split() == ["slot-0", misses, "0"]  # every program the first compiled, none compiled again
 
 
-def test_seeding_links_entries_of_free_slots_and_skips_held_ones(tmp_path):
+def test_seeding_links_complete_entries_only(tmp_path):
+    """From a free slot every entry is linked; from a held slot only those written before its holder claimed it."""
     from attnlab import runtime
 
-    for k, name in ((1, "jit_a-1-cache"), (2, "jit_b-2-cache")):
+    for k in (1, 2):
         (tmp_path / f"slot-{k}").mkdir(parents=True)
-        (tmp_path / f"slot-{k}" / name).write_bytes(b"x" * (k + 3))
-    busy = os.open(tmp_path / "slot-2" / ".lock", os.O_RDWR | os.O_CREAT)
+    (tmp_path / "slot-1" / "jit_a-1-cache").write_bytes(b"a" * 4)
+    held = tmp_path / "slot-2"
+    (held / "jit_old-2-cache").write_bytes(b"o" * 5)
+    (held / ".claimed").touch()
+    claimed = (held / ".claimed").stat().st_mtime_ns
+    os.utime(held / "jit_old-2-cache", ns=(claimed - 10**9, claimed - 10**9))
+    (held / "jit_new-2-cache").write_bytes(b"n" * 6)  # may be half written: its process is running
+    os.utime(held / "jit_new-2-cache", ns=(claimed + 10**9, claimed + 10**9))
+    busy = os.open(held / ".lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running process holds slot-2
     try:
         fd, mine = runtime._claim_slot(tmp_path)
         try:
             assert mine.name == "slot-0"
-            assert runtime._seed(tmp_path, mine) == 1
-            assert sorted(p.name for p in mine.iterdir() if p.name != ".lock") == ["jit_a-1-cache"]
+            assert runtime._seed(tmp_path, mine) == 2
+            assert sorted(p.name for p in mine.iterdir() if not p.name.startswith(".")) == ["jit_a-1-cache",
+                                                                                        "jit_old-2-cache"]
             assert (mine / "jit_a-1-cache").stat().st_ino == (tmp_path / "slot-1" / "jit_a-1-cache").stat().st_ino
             assert runtime._seed(tmp_path, mine) == 0  # nothing left to link
         finally:

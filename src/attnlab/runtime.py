@@ -17,8 +17,8 @@ a notebook can call the same functions.
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
   compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
   directory of its own (a locked slot), so no process ever reads an entry another is still writing, and on taking
-  it links in the entries of every slot no running process holds: a process finds every program any finished
-  process compiled, whichever slot it ran in. Directory:
+  it links in the other slots' entries that no running process can be writing: a process finds every program
+  compiled by the processes that ended before it started, whichever slot they ran in. Directory:
   ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; a slot over
   ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048) is emptied when a process claims it.
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
@@ -73,6 +73,7 @@ def default_cache_dir() -> Path | None:
 
 _SLOT: tuple[int, Path] | None = None  # (open lock file descriptor, directory) of this process's cache slot
 _MAX_SLOTS = 64
+_CLAIMED = ".claimed"  # touched in a slot when a process claims it: entries older than it were written before
 
 
 def _claim_slot(base: Path) -> tuple[int, Path] | None:
@@ -90,15 +91,17 @@ def _claim_slot(base: Path) -> tuple[int, Path] | None:
         except OSError:
             os.close(fd)
             continue
+        (directory / _CLAIMED).touch()
         return fd, directory
     return None
 
 
 def _seed(base: Path, directory: Path) -> int:
-    """Hard-link into the claimed slot ``directory`` the entries it lacks from every other slot under ``base`` that
-    no running process holds (its lock taken, non-blocking, for the copy), so that programs compiled in one slot
-    serve the processes of all slots. A held slot is skipped (its process may be writing an entry). Links cost no
-    space and leave each slot whole when another is trimmed. Returns the number of entries linked."""
+    """Hard-link into the claimed slot ``directory`` the entries it lacks from every other slot under ``base``, so
+    that programs compiled in one slot serve the processes of all slots. From a free slot (its lock taken,
+    non-blocking, for the copy) every entry is linked; from a slot a running process holds, only the entries older
+    than that process's claim (``.claimed``): the process may be writing the newer ones. Links cost no space and
+    leave each slot whole when another is trimmed. Returns the number of entries linked."""
     have = {p.name for p in directory.iterdir()}
     linked = 0
     for other in sorted(base.glob("slot-*")):
@@ -109,18 +112,25 @@ def _seed(base: Path, directory: Path) -> int:
         except OSError:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held by a running process
-            os.close(fd)
-            continue
-        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                before = None
+            except OSError:  # held by a running process: its entries written before it claimed the slot
+                try:
+                    before = (other / _CLAIMED).stat().st_mtime_ns
+                except OSError:
+                    continue
             for entry in other.iterdir():
-                if entry.name == ".lock" or entry.name in have:
+                if entry.name.startswith(".") or entry.name in have:
                     continue
                 try:
+                    if before is not None and entry.stat().st_mtime_ns >= before:
+                        continue
                     os.link(entry, directory / entry.name)
                 except FileExistsError:
                     pass
+                except FileNotFoundError:  # trimmed meanwhile
+                    continue
                 except OSError:  # no hard links on this file system: each slot keeps its own programs
                     return linked
                 have.add(entry.name)
@@ -132,7 +142,7 @@ def _seed(base: Path, directory: Path) -> int:
 
 def _trim(directory: Path, max_bytes: float) -> None:
     """Empty a slot whose entries exceed ``max_bytes`` (run while holding its lock: nobody else reads it)."""
-    entries = [p for p in directory.iterdir() if p.name != ".lock"]
+    entries = [p for p in directory.iterdir() if not p.name.startswith(".")]
     if sum(p.stat().st_size for p in entries if p.is_file()) > max_bytes:
         for p in entries:
             p.unlink(missing_ok=True)
@@ -145,8 +155,8 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     JAX writes a cache entry in place, so a process reading an entry that another is writing could load half of it
     (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
     concurrent processes (test workers, Dask workers, two command lines) never share a directory. On claiming its slot
-    a process hard-links into it the entries of every free slot (:func:`_seed`), so a later process finds every
-    program compiled by the processes that have ended, in whichever slot. A slot over ``max_mb`` (default
+    a process hard-links into it the complete entries of the other slots (:func:`_seed`), so it finds every program
+    compiled by the processes that ended before it started, in whichever slot. A slot over ``max_mb`` (default
     ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048) is emptied when claimed. Every program is cached, however quick its
     compilation: a new process then skips the hundreds of small compilations a preset needs."""
     global _SLOT
