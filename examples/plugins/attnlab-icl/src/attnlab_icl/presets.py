@@ -152,4 +152,4 @@ register(Preset(
     description="One linear self-attention layer trained on in-context linear regression reaches one step of "
                 "preconditioned GD, Gamma* = ((1 + 1/n) Sigma + tr(Sigma)/n I)^-1, with in-context risk R*(n).",
     config_cls=LSAConfig, run=run, summarize=summarize, plot=plot, finding=finding,
-    quick={"prompt_lengths": (8, 32, 128), "n_seeds": 8, "steps": 600, "n_test": 4096}))
+    quick={"prompt_lengths": (8, 16, 32), "n_seeds": 8, "steps": 600, "n_test": 4096}))
