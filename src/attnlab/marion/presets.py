@@ -34,7 +34,7 @@ from attnlab.marion.dynamics import (
     vectors_from_overlaps,
 )
 from attnlab.marion.figures import CITATION, plot
-from attnlab.marion.montecarlo import mc_bayes_risk, mc_excess_risk, mc_excess_risk_in_frame
+from attnlab.marion.montecarlo import mc_bayes_risk, mc_excess_risk_in_frame_to_se, mc_excess_risk_to_se
 from attnlab.marion.predictors import LAMBDA_MAX
 from attnlab.marion.risk import linear_baseline_risk, oracle_excess_risk, population_excess_risk, spurious_point
 from attnlab.registry import Check, Preset, register
@@ -74,9 +74,10 @@ class MarionConfig(ExperimentConfig):
     simulator: Literal["reduced", "full"] = pydantic.Field(
         "reduced", description="reduced: the exact recursion on the five overlaps (PGD) or the chain exact in law "
                                "(SGD); full: every repeat in R^d")
-    n_mc: int = pydantic.Field(10_000, ge=100, description="Monte Carlo samples in R^d for the closed-form check")
-    n_mc_frame: int = pydantic.Field(1_000_000, ge=100, description="Monte Carlo sequences drawn in the frame for "
-                                     "the closed-form check against the spurious point")
+    n_mc: int = pydantic.Field(10_000, ge=100, description="most Monte Carlo samples in R^d for the closed-form check "
+                               "(drawn until its SE resolves the check from its control, SE <= gap / 12)")
+    n_mc_frame: int = pydantic.Field(1_000_000, ge=100, description="most Monte Carlo sequences drawn in the frame for "
+                                     "the closed-form check against the spurious point (drawn until SE <= gap / 12)")
     highlight: tuple[int, ...] = pydantic.Field((0, 1), description="repeats drawn as highlighted curves")
     plot_individual_runs: bool = pydantic.Field(
         False, description="draw every run's curve instead of a mean band (for bimodal outcomes)")
@@ -163,13 +164,18 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     oracle = np.asarray(oracle_excess_risk(lam, cfg.gamma, cfg.d, cfg.L))
     spurious_o, spurious = spurious_point(lam[-1], cfg.gamma, cfg.d, cfg.L)
 
-    # Closed form against Monte Carlo at the final iterate of repeat 0, in R^d with a uniformly random J0.
+    # Closed form against Monte Carlo at the final iterate of repeat 0, in R^d with a uniformly random J0, and with
+    # sequences drawn in the frame (exact in law) to tell the final iterate's risk from the spurious point's (or the
+    # oracle's, when repeat 0 ends at the spurious point). Each draws until its SE resolves the check from its
+    # control (SE <= gap / 12, at most n_mc / n_mc_frame samples).
     o_final = jax.tree.map(lambda x: jnp.asarray(x[-1, 0]), traj)
     ks, vs, k, v = vectors_from_overlaps(k_vec, o_final, cfg.d)
-    mc, mc_se = mc_excess_risk(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc, cfg.eps)
-    # ... and with many more sequences drawn in the frame (exact in law), precise enough to tell the final iterate's
-    # risk from the spurious point's (or the oracle's, when repeat 0 ends at the spurious point)
-    mcf, mcf_se = mc_excess_risk_in_frame(k_frame, o_final, lam[-1], cfg.gamma, cfg.d, cfg.L, cfg.n_mc_frame, cfg.eps)
+    theory0 = excess[-1, 0]
+    frame_control = oracle[-1] if _at_spurious(traj.eta[-1, 0]) else spurious
+    mc, mc_se, mc_n = mc_excess_risk_to_se(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc,
+                                           _resolving_se(theory0, excess[0, 0]), cfg.eps)
+    mcf, mcf_se, mcf_n = mc_excess_risk_in_frame_to_se(k_frame, o_final, lam[-1], cfg.gamma, cfg.d, cfg.L,
+                                                       cfg.n_mc_frame, _resolving_se(theory0, frame_control), cfg.eps)
     bayes, bayes_se = mc_bayes_risk(k_bayes, ks, vs, cfg.gamma, cfg.L, max(1000, cfg.n_mc // 5), cfg.eps)
     report(n_seg + 2, n_seg)
 
@@ -186,9 +192,9 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     if test is not None:
         data["test_excess_risk"] = (dims, np.asarray(test),
                                     {"units": "y^2", "long_name": "held-out mean (T-y)^2 - eps^2"})
-    data["mc_excess_risk"] = ((), float(mc), {"units": "y^2", "n_samples": cfg.n_mc})
+    data["mc_excess_risk"] = ((), float(mc), {"units": "y^2", "n_samples": int(mc_n)})
     data["mc_excess_risk_se"] = ((), float(mc_se), {"units": "y^2"})
-    data["mc_frame_excess_risk"] = ((), float(mcf), {"units": "y^2", "n_samples": cfg.n_mc_frame,
+    data["mc_frame_excess_risk"] = ((), float(mcf), {"units": "y^2", "n_samples": int(mcf_n),
                                                       "long_name": "Monte Carlo, tokens drawn in the frame"})
     data["mc_frame_excess_risk_se"] = ((), float(mcf_se), {"units": "y^2"})
     data["mc_bayes_risk"] = ((), float(bayes), {"units": "y^2"})
@@ -203,6 +209,18 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     ds.step.attrs.update(units="1", long_name="PGD/SGD step")
     ds.repeat.attrs.update(units="1", long_name="independent repeat")
     return ds
+
+
+def _at_spurious(eta) -> bool:
+    """A run ends at the spurious point k = +-v* when its final |eta| exceeds REACH."""
+    return bool(abs(float(eta)) > REACH)
+
+
+def _resolving_se(theory, control) -> float:
+    """The standard error at which a 5-SE check of ``theory`` rejects ``control``: |theory - control| / 12 (0, draw
+    every sample, when the distance is not finite)."""
+    gap = abs(float(theory) - float(control))
+    return gap / 12.0 if math.isfinite(gap) else 0.0
 
 
 def _reached(last) -> np.ndarray:
@@ -233,7 +251,7 @@ def summarize(ds: xr.Dataset, cfg: MarionConfig):
     }
     r0 = last.isel(repeat=0)
     theory0 = float(r0.excess_risk)
-    at_spurious = abs(float(r0.eta)) > REACH
+    at_spurious = _at_spurious(r0.eta)
     wrong = ("the oracle's closed-form risk (repeat 0 ends at the spurious point k = v*)" if at_spurious else
              f"the spurious point k = v*'s closed-form risk (best theta = {ds.spurious_excess_risk.attrs['theta']:.3f})")
     checks = [

@@ -29,6 +29,8 @@ frame_coordinates = _public(_overlaps.frame_coordinates, _domain.frame_coordinat
 owens_t = _public(_owen.owens_t, _domain.owens_t)
 zeta = _public(_owen.zeta, _domain.zeta)
 mc_mean = _public(_montecarlo.mc_mean, _domain.mc_mean)
+mc_mean_to_se = _public(_montecarlo.mc_mean_to_se, _domain.mc_mean_to_se)
 
 __all__ = ["SLRBatch", "Overlaps", "DohmatobOverlaps", "sample_teacher", "init_sphere", "sample_slr",
-           "sample_slr_in_frame", "orthonormal_frame", "overlaps", "frame_coordinates", "owens_t", "zeta", "mc_mean"]
+           "sample_slr_in_frame", "orthonormal_frame", "overlaps", "frame_coordinates", "owens_t", "zeta", "mc_mean",
+           "mc_mean_to_se"]

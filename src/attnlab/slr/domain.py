@@ -15,7 +15,7 @@ from attnlab import _validate as check
 from attnlab.slr.overlaps import DohmatobOverlaps, Overlaps
 
 __all__ = ["sample_teacher", "init_sphere", "sample_slr", "sample_slr_in_frame", "orthonormal_frame", "overlaps",
-           "frame_coordinates", "owens_t", "zeta", "mc_mean", "model_constants",
+           "frame_coordinates", "owens_t", "zeta", "mc_mean", "mc_mean_to_se", "model_constants",
            "marion_overlaps", "dohmatob_overlaps"]
 
 
@@ -103,3 +103,10 @@ def mc_mean(*, sample_fn, n, chunk, **_) -> None:
         raise ValueError(f"sample_fn must be a callable sample_fn(key, chunk) -> (chunk,); got {sample_fn!r}")
     check.count("n", n, minimum=2)
     check.count("chunk", chunk)
+
+
+def mc_mean_to_se(*, sample_fn, target_se, n, chunk, n_min=None, **_) -> None:
+    mc_mean(sample_fn=sample_fn, n=n, chunk=chunk)
+    check.nonnegative("target_se", target_se)
+    if n_min is not None:
+        check.count("n_min", n_min, minimum=2)
