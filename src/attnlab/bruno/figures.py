@@ -63,7 +63,7 @@ def _sphere(fig, pos, x, theta0, title: str):
     scatter (the caller gives it a colour bar)."""
     ax = fig.add_subplot(*pos, projection="3d")
     sc = ax.scatter(x[:, 0], x[:, 1], x[:, 2], s=1.5, c=theta0, cmap=CYCLIC, vmin=0, vmax=2 * np.pi,
-                    depthshade=False, linewidths=0)
+                    depthshade=False, linewidths=0, rasterized=True)
     ticks = [-1, 0, 1]
     ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), xticks=ticks, yticks=ticks, zticks=ticks, title=title)
     ax.set_xlabel(r"$x_1$", labelpad=-10)

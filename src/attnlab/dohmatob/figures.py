@@ -106,8 +106,9 @@ def plot_flow(ds, cfg):
             u, v = x.field_mu.values, x.field_nu.values
             speed = np.hypot(u, v)
             rel = np.sqrt(speed / (speed.max() or 1.0))  # the speed spans decades: its square root sets the width
-            ax.streamplot(x.grid_mu.values, x.grid_nu.values, u, v, color="0.6", density=1.0,
-                          linewidth=0.3 + 0.9 * rel, arrowsize=0.8, zorder=1)
+            stream = ax.streamplot(x.grid_mu.values, x.grid_nu.values, u, v, color="0.6", density=1.0,
+                                   linewidth=0.3 + 0.9 * rel, arrowsize=0.8, zorder=1)
+            stream.lines.set_rasterized(True)  # thousands of segments of varying width: an image in the PDF
         for s in range(x.sizes["start"]):
             mu, nu = x.mu.values[s], x.nu.values[s]
             ok = np.isfinite(mu) & np.isfinite(nu)
