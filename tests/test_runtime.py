@@ -176,6 +176,32 @@ def test_seeding_links_complete_entries_only(tmp_path):
         os.close(busy)
 
 
+def test_the_size_bound_counts_each_linked_file_once_and_spares_held_slots(tmp_path):
+    """The bound applies to the cache's files, each counted once however many slots link it; when it is exceeded the
+    claiming process empties its slot and the free ones, and leaves a held slot to its process."""
+    from attnlab import runtime
+
+    for k in (1, 2, 3):
+        (tmp_path / f"slot-{k}").mkdir(parents=True)
+    (tmp_path / "slot-1" / "a-cache").write_bytes(b"a" * 10)
+    os.link(tmp_path / "slot-1" / "a-cache", tmp_path / "slot-2" / "a-cache")
+    (tmp_path / "slot-2" / "b-cache").write_bytes(b"b" * 10)
+    (tmp_path / "slot-3" / "c-cache").write_bytes(b"c" * 10)
+    busy = os.open(tmp_path / "slot-3" / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running process holds slot-3
+    try:
+        fd, mine = runtime._claim_slot(tmp_path)
+        try:
+            assert not runtime._trim(tmp_path, mine, 30)  # 30 bytes of files (40 counted per link)
+            assert runtime._trim(tmp_path, mine, 29)
+            left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("slot-*/*-cache"))
+            assert left == ["slot-3/c-cache"]
+        finally:
+            os.close(fd)
+    finally:
+        os.close(busy)
+
+
 def test_cache_off_leaves_jax_alone(monkeypatch):
     from attnlab import runtime
 

@@ -19,8 +19,8 @@ a notebook can call the same functions.
   directory of its own (a locked slot), so no process ever reads an entry another is still writing, and on taking
   it links in the other slots' entries that no running process can be writing: a process finds every program
   compiled by the processes that ended before it started, whichever slot they ran in. Directory:
-  ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; a slot over
-  ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048) is emptied when a process claims it.
+  ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; when its entries exceed
+  ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048), a process claiming a slot empties it and every free slot.
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
   memory mappings and JAX keeps every program alive, so a long-lived process (a test worker, a Dask worker, a
   notebook running many presets) can reach the kernel's ``vm.max_map_count`` (65,530 by default), past which XLA's
@@ -96,6 +96,11 @@ def _claim_slot(base: Path) -> tuple[int, Path] | None:
     return None
 
 
+def _entries(directory: Path) -> list[Path]:
+    """A slot's cache entries (its lock and claim mark left out)."""
+    return [p for p in directory.iterdir() if not p.name.startswith(".")]
+
+
 def _seed(base: Path, directory: Path) -> int:
     """Hard-link into the claimed slot ``directory`` the entries it lacks from every other slot under ``base``, so
     that programs compiled in one slot serve the processes of all slots. From a free slot (its lock taken,
@@ -120,8 +125,8 @@ def _seed(base: Path, directory: Path) -> int:
                     before = (other / _CLAIMED).stat().st_mtime_ns
                 except OSError:
                     continue
-            for entry in other.iterdir():
-                if entry.name.startswith(".") or entry.name in have:
+            for entry in _entries(other):
+                if entry.name in have:
                     continue
                 try:
                     if before is not None and entry.stat().st_mtime_ns >= before:
@@ -140,12 +145,36 @@ def _seed(base: Path, directory: Path) -> int:
     return linked
 
 
-def _trim(directory: Path, max_bytes: float) -> None:
-    """Empty a slot whose entries exceed ``max_bytes`` (run while holding its lock: nobody else reads it)."""
-    entries = [p for p in directory.iterdir() if not p.name.startswith(".")]
-    if sum(p.stat().st_size for p in entries if p.is_file()) > max_bytes:
-        for p in entries:
-            p.unlink(missing_ok=True)
+def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
+    """Empty the cache when its entries exceed ``max_bytes``, each file counted once however many slots link it: the
+    claimed ``directory`` and every free slot (its lock taken, non-blocking); a held slot is emptied when it is next
+    claimed. Returns whether the cache was emptied."""
+    sizes = {}
+    for slot in base.glob("slot-*"):
+        for p in _entries(slot):
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                sizes[(st.st_dev, st.st_ino)] = st.st_size
+    if sum(sizes.values()) <= max_bytes:
+        return False
+    for slot in base.glob("slot-*"):
+        if slot != directory:
+            try:
+                fd = os.open(slot / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: its process may be reading
+                os.close(fd)
+                continue
+        try:
+            for p in _entries(slot):
+                p.unlink(missing_ok=True)
+        finally:
+            if slot != directory:
+                os.close(fd)
+    return True
 
 
 def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | None = None) -> Path | None:
@@ -156,8 +185,9 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
     concurrent processes (test workers, Dask workers, two command lines) never share a directory. On claiming its slot
     a process hard-links into it the complete entries of the other slots (:func:`_seed`), so it finds every program
-    compiled by the processes that ended before it started, in whichever slot. A slot over ``max_mb`` (default
-    ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048) is emptied when claimed. Every program is cached, however quick its
+    compiled by the processes that ended before it started, in whichever slot. When the cache's entries (each file
+    counted once) exceed ``max_mb`` (default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048), a claiming process empties its
+    slot and every free one (:func:`_trim`). Every program is cached, however quick its
     compilation: a new process then skips the hundreds of small compilations a preset needs."""
     global _SLOT
     import jax
@@ -173,7 +203,7 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
         if _SLOT is None:
             return None
         size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 2048))
-        _trim(_SLOT[1], size * 2**20)
+        _trim(base, _SLOT[1], size * 2**20)
         _seed(base, _SLOT[1])
     jax.config.update("jax_compilation_cache_dir", str(_SLOT[1]))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
