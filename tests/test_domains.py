@@ -24,6 +24,7 @@ NO_ARRAYS = {
     "duranthon.custom_activation": "wraps a user callable, computes nothing",
     "duranthon.length_law": "pure Python: lengths and probabilities",
     "bruno.animate": "draws a GIF from a stored dataset (NumPy and matplotlib)",
+    "slr.resolving_se": "pure Python: a standard error from two floats",
 }
 _FLOAT64 = runtime.float64(lambda: None).__code__
 

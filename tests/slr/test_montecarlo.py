@@ -40,6 +40,14 @@ def test_stops_at_the_first_chunk_whose_running_se_reaches_the_target():
     assert int(capped) == 3 * chunk
 
 
+@pytest.mark.parametrize("theory, control", [(1.0, 1.6), (0.2, -0.1), (3.0, 3.0 + 1e-9)])
+def test_at_the_resolving_se_a_mean_within_tolerance_of_the_theory_rejects_the_control(theory, control):
+    se = slr.resolving_se(theory, control)
+    for mean in np.linspace(theory - 5 * se, theory + 5 * se, 11):  # every mean the 5-SE check passes
+        assert abs(mean - control) > 5 * se
+    assert slr.resolving_se(theory, float("nan")) == 0.0
+
+
 def test_bad_target_is_one_value_error():
     with pytest.raises(ValueError, match="target_se"):
         slr.mc_mean_to_se(jax.random.key(0), lambda k, m: jnp.zeros(m), -1.0, 100, chunk=10)

@@ -4,7 +4,6 @@ and Condition 2): configs, runs and summaries. Their figures are in :mod:`attnla
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -37,7 +36,7 @@ def _by_link(fn, models):
     """``(z, i) -> fn(z, models[i])``: one function of the link's index (``lax.switch`` over the links), so that one
     traced and compiled program serves every link (under ``vmap`` over ``i`` every branch is evaluated and the
     link's own selected)."""
-    branches = [functools.partial(lambda z, m: fn(z, m), m=m) for m in models]
+    branches = [lambda z, m=m: fn(z, m) for m in models]
     return lambda z, i: jax.lax.switch(i, branches, z)
 
 

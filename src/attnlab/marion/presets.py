@@ -39,6 +39,7 @@ from attnlab.marion.predictors import LAMBDA_MAX
 from attnlab.marion.risk import linear_baseline_risk, oracle_excess_risk, population_excess_risk, spurious_point
 from attnlab.registry import Check, Preset, register
 from attnlab.slr.data import init_sphere, sample_teacher
+from attnlab.slr.montecarlo import resolving_se
 from attnlab.slr.overlaps import Overlaps, overlaps
 
 OVERLAP_NAMES = Overlaps._fields
@@ -173,9 +174,9 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     theory0 = excess[-1, 0]
     frame_control = oracle[-1] if _at_spurious(traj.eta[-1, 0]) else spurious
     mc, mc_se, mc_n = mc_excess_risk_to_se(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc,
-                                           _resolving_se(theory0, excess[0, 0]), cfg.eps)
+                                           resolving_se(theory0, excess[0, 0]), cfg.eps)
     mcf, mcf_se, mcf_n = mc_excess_risk_in_frame_to_se(k_frame, o_final, lam[-1], cfg.gamma, cfg.d, cfg.L,
-                                                       cfg.n_mc_frame, _resolving_se(theory0, frame_control), cfg.eps)
+                                                       cfg.n_mc_frame, resolving_se(theory0, frame_control), cfg.eps)
     bayes, bayes_se = mc_bayes_risk(k_bayes, ks, vs, cfg.gamma, cfg.L, max(1000, cfg.n_mc // 5), cfg.eps)
     report(n_seg + 2, n_seg)
 
@@ -214,13 +215,6 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
 def _at_spurious(eta) -> bool:
     """A run ends at the spurious point k = +-v* when its final |eta| exceeds REACH."""
     return bool(abs(float(eta)) > REACH)
-
-
-def _resolving_se(theory, control) -> float:
-    """The standard error at which a 5-SE check of ``theory`` rejects ``control``: |theory - control| / 12 (0, draw
-    every sample, when the distance is not finite)."""
-    gap = abs(float(theory) - float(control))
-    return gap / 12.0 if math.isfinite(gap) else 0.0
 
 
 def _reached(last) -> np.ndarray:

@@ -30,7 +30,8 @@ owens_t = _public(_owen.owens_t, _domain.owens_t)
 zeta = _public(_owen.zeta, _domain.zeta)
 mc_mean = _public(_montecarlo.mc_mean, _domain.mc_mean)
 mc_mean_to_se = _public(_montecarlo.mc_mean_to_se, _domain.mc_mean_to_se)
+resolving_se = _montecarlo.resolving_se
 
 __all__ = ["SLRBatch", "Overlaps", "DohmatobOverlaps", "sample_teacher", "init_sphere", "sample_slr",
            "sample_slr_in_frame", "orthonormal_frame", "overlaps", "frame_coordinates", "owens_t", "zeta", "mc_mean",
-           "mc_mean_to_se"]
+           "mc_mean_to_se", "resolving_se"]

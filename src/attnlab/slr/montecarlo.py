@@ -7,7 +7,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-__all__ = ["mc_mean", "mc_mean_to_se"]
+__all__ = ["mc_mean", "mc_mean_to_se", "resolving_se"]
 
 
 def mc_mean(key, sample_fn, n: int, chunk: int = 2000):
@@ -27,9 +27,8 @@ def mc_mean_to_se(key, sample_fn, target_se, n: int, chunk: int = 2000, n_min: i
     ``mc_mean(key, sample_fn, n, chunk)``, in order) until ``std / sqrt(count) <= target_se`` with at least ``n_min``
     draws (default two chunks), or ``n`` draws. Returns ``(mean, std / sqrt(count), count)``.
 
-    A check that compares a theory with this mean at a tolerance of 5 SE, against a control at distance ``gap``, is
-    resolved once ``SE <= gap / 12`` (the control then lies beyond the tolerance whenever the theory holds): the
-    samples a check needs follow from its control, not from a fixed count. Chunks are merged by the parallel
+    With ``target_se = resolving_se(theory, control)`` the samples a check needs follow from its control, not from a
+    fixed count. Chunks are merged by the parallel
     variance formula (Chan, Golub and LeVeque), one ``lax.while_loop`` in one compiled program. Once all ``n``
     draws are taken, the mean and SE equal :func:`mc_mean`'s up to round-off.
     """
@@ -57,3 +56,11 @@ def mc_mean_to_se(key, sample_fn, target_se, n: int, chunk: int = 2000, n_min: i
     zero = jnp.zeros((), dtype=jnp.result_type(float))
     _, count, mean, m2 = jax.lax.while_loop(more, draw, (0, zero, zero, zero))
     return mean, se(count, m2), count
+
+
+def resolving_se(theory, control) -> float:
+    """The standard error at which a check of ``theory`` against a Monte Carlo mean, at a tolerance of 5 SE, rejects
+    its ``control``: ``|theory - control| / 12``. If the theory holds, the mean lies within 5 SE of it, hence at least
+    12 - 5 = 7 SE from the control, beyond the tolerance. 0 (draw every sample) when the distance is not finite."""
+    gap = abs(float(theory) - float(control))
+    return gap / 12.0 if math.isfinite(gap) else 0.0
