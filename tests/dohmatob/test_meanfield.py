@@ -226,6 +226,29 @@ def test_mc_risk_batches_is_mc_risk_batch_per_model():
         assert mean.shape == (o.mu.shape[0],)
 
 
+def test_mc_risk_batches_to_se_draws_each_point_as_far_as_its_target():
+    """Target 0: every one of the n draws, the same numbers as :func:`mc_risk` over the point's key with the same
+    chunks; target inf: two chunks; a target between: the first chunk count whose SE reaches it, an SE the full draw
+    would not have needed."""
+    from attnlab.dohmatob.meanfield import mc_risk, mc_risk_batches_to_se
+
+    ms = [DohmatobModel(64, 6, 1.0, 0.7, link) for link in ("linear", "relu")]
+    os_ = [DohmatobOverlaps(*jnp.array([[0.9, 0.8, 0.0, 0.1, 0.1], [0.3, 0.2, 0.1, 0.0, 0.0]]).T),
+           DohmatobOverlaps.on_M(jnp.array([1.0, 0.5]), jnp.array([1.0, 0.2]))]
+    keys = [jax.random.key(3), jax.random.key(4)]
+    n, chunk = 8000, 1000
+    out = mc_risk_batches_to_se(keys, os_, ms, [[0.0, np.inf], [0.0, 0.0]], n, chunk=chunk)
+    for (mean, se, count), key, o, m in zip(out, keys, os_, ms):
+        pk = jax.random.split(key, 2)
+        one, one_se = mc_risk(pk[0], DohmatobOverlaps(*(jnp.broadcast_to(x, (2,))[0] for x in o)), m, n, chunk=chunk)
+        assert int(count[0]) == n
+        np.testing.assert_allclose([mean[0], se[0]], [one, one_se], rtol=1e-10)
+    assert int(out[0][2][1]) == 2 * chunk
+    full_se = float(out[1][1][1])
+    (_, se, count), = mc_risk_batches_to_se([keys[1]], [os_[1]], [ms[1]], [[0.0, 2 * full_se]], n, chunk=chunk)
+    assert 2 * chunk <= int(count[1]) < n and float(se[1]) <= 2 * full_se
+
+
 def test_one_overlap_order_mc_risk_and_mc_risk_batch_agree():
     """The named overlaps mean the same in both estimators: mc_risk at one point and mc_risk_batch at the same point
     agree within 5 SE, while swapping eta and zeta (the two orders that once coexisted) moves the risk by far more."""
@@ -240,3 +263,41 @@ def test_one_overlap_order_mc_risk_and_mc_risk_batch_agree():
     assert abs(float(one) - float(batch[0])) <= 5 * math.hypot(float(one_se), float(batch_se[0]))
     assert abs(float(batch[0]) - float(batch[1])) > 20 * math.hypot(float(batch_se[0]), float(batch_se[1]))
     assert float(mean_field_risk(o, m)) == pytest.approx(float(mean_field_risk(o.to_marion().to_dohmatob(), m)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the closed form's round-off bound, against the same formula in extended precision
+
+
+def _risk_on_M_longdouble(mu, nu, m):
+    """``R_bar`` on M (a = b = 0) in NumPy's long double (64-bit mantissa on x86) from the same float64 inputs."""
+    ld = np.longdouble
+    x = (ld(m.c) * ld(mu) - ld(float(m.psi))) * ld(m.beta) * ld(m.d)
+    p = 1 / (1 + np.exp(-x))
+    g, nu = ld(m.gamma), ld(nu)
+    if m.link == "linear":
+        H1, H2 = g**2, g**2 * nu
+    elif m.link == "quadratic":
+        H1, H2 = 3 * g**4, g**4 * (1 + 2 * nu**2)
+    else:  # relu: E relu(gG)^2 = g^2 / 2, E relu(gG1) relu(gG2) = g^2 (sqrt(1 - nu^2) + nu arccos(-nu)) / (2 pi)
+        H1, H2 = g**2 / 2, g**2 * (np.sqrt(max(1 - nu**2, ld(0))) + nu * np.arccos(-nu)) / (2 * np.pi)
+    return p**2 * H1 - 2 * p * H2 + H1
+
+
+@pytest.mark.parametrize("link", ["linear", "quadratic", "relu"])
+def test_the_round_off_bound_covers_the_closed_forms_float64_error(link):
+    """|R_bar(float64) - R_bar(long double)| <= the bound, at the stationary points on M (where R_bar vanishes by
+    algebra at the located ones) and at random points of M; the bound stays far below the risks a check compares
+    (the mirror points' O(1) risks), so that it does not blind the Monte Carlo comparison."""
+    from attnlab.dohmatob.meanfield import mean_field_risk_roundoff
+
+    m = DohmatobModel(100, 20, 1.0, G, link)
+    rng = np.random.default_rng(0)
+    pts = [(1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (1.0, 0.0)] + [tuple(rng.uniform(-1, 1, 2)) for _ in range(40)]
+    for mu, nu in pts:
+        o = DohmatobOverlaps.on_M(mu, nu)
+        err = abs(float(mean_field_risk(o, m)) - float(_risk_on_M_longdouble(mu, nu, m)))
+        bound = float(mean_field_risk_roundoff(o, m))
+        assert err <= bound, (link, mu, nu, err, bound)
+        assert bound < 1e-13, (link, mu, nu, bound)
+    assert float(mean_field_risk(DohmatobOverlaps.on_M(-1.0, -1.0), m)) > 1e3 * 1e-13

@@ -48,7 +48,7 @@ from jax.scipy.special import ndtr
 
 from attnlab import _validate as check
 from attnlab.dohmatob.model import check_beta, check_gamma, get_link, softmax_weights
-from attnlab.slr.montecarlo import mc_mean
+from attnlab.slr.montecarlo import mc_mean, mc_mean_to_se
 from attnlab.slr.overlaps import DohmatobOverlaps, frame_coordinates
 from attnlab.slr.owen import owens_t
 
@@ -65,11 +65,14 @@ __all__ = [
     "kernel_terms",
     "dual_kernel",
     "mean_field_risk",
+    "CLOSED_FORM_ULPS",
+    "mean_field_risk_roundoff",
     "corollary1_risk",
     "check_realisable",
     "mc_risk",
     "mc_risk_batch",
     "mc_risk_batches",
+    "mc_risk_batches_to_se",
 ]
 
 _PHI0 = 1.0 / math.sqrt(2.0 * math.pi)
@@ -305,6 +308,29 @@ def mean_field_risk(o: DohmatobOverlaps, m: DohmatobModel):
     return jnp.where(p > 0.5, (H1 - 2 * H2 + H0) - 2 * q * (H1 - H2) + q**2 * H1, p**2 * H1 - 2 * p * H2 + H0)
 
 
+CLOSED_FORM_ULPS = 32
+"""Rounding errors, in units of float64's epsilon times the terms' size, allowed each closed-form kernel term and
+their combination in :func:`mean_field_risk` (a few operations each; ``ndtr`` and ``erfc`` to a few ulps)."""
+
+
+def mean_field_risk_roundoff(o: DohmatobOverlaps, m: DohmatobModel):
+    """A bound on the float64 round-off of :func:`mean_field_risk`:
+    ``k eps (p^2 H1 + 2 p sqrt(H1 H0) + H0)`` with ``k`` = :data:`CLOSED_FORM_ULPS` for the closed-form links and
+    ``k + 2 * 64^2`` for the others (a sum of ``n`` products is exact to ``(n - 1) eps`` times the sum of their
+    sizes), ``|H2| <= sqrt(H1 H0)`` by Cauchy-Schwarz. Where ``R_bar`` vanishes by algebra (the located points
+    with ``sigma(gamma G1) = sigma(gamma G2)`` in law) its computed value is round-off of this size, whose sign
+    and digits depend on the order XLA evaluates the terms in; a comparison with a Monte Carlo that resolves
+    ``1e-19`` must allow for it. It bounds the error when each kernel term is itself accurate to a few ulps of its
+    size, as on M (``a = b = 0``, every term a sum of positive parts)."""
+    p, q = _p_q((m.c * o.mu - m.psi) * m.beta * m.d)
+    a = m.c * o.zeta * math.sqrt(m.d)
+    b = o.rho * m.r * math.sqrt(m.d)
+    H1, _, H0 = kernel_terms(o.nu, a, b, m.gamma, m.link)
+    k = CLOSED_FORM_ULPS + (0 if m.link in ("linear", "quadratic", "relu") else 2 * len(_GH_X) ** 2)
+    H1, H0 = jnp.abs(H1), jnp.abs(H0)
+    return k * jnp.finfo(jnp.float64).eps * (p**2 * H1 + 2 * p * jnp.sqrt(H1 * H0) + H0)
+
+
 def corollary1_risk(o: DohmatobOverlaps, m: DohmatobModel):
     """Corollary 1 (linear link): ``R_bar = (p c zeta + (1 - p) rho r)^2 d + gamma^2 (p^2 - 2 p nu + 1)``,
     ``p = p(mu)``."""
@@ -376,3 +402,27 @@ def mc_risk_batches(keys, os, models, n: int, eps: float = 0.0):
     models = tuple(models)
     return jax.jit(lambda ks, os: [_mc_risk_points(k, o, m, n, eps) for k, o, m in zip(ks, os, models)])(
         list(keys), os)
+
+
+def mc_risk_batches_to_se(keys, os, models, target_se, n: int, eps: float = 0.0, chunk: int = 2000):
+    """:func:`mc_risk_batches` drawn point by point only as far as each point's standard error needs
+    (:func:`attnlab.slr.mc_mean_to_se`: chunks of ``chunk`` sequences until SE <= the point's ``target_se``, at most
+    ``n``; ``inf`` draws the minimum of two chunks, 0 all ``n``). ``target_se`` is a sequence of arrays shaped like
+    ``os``' points. One compiled call; returns a list of ``(mean, SE, count)``."""
+    from attnlab.dohmatob.data import sample_dohmatob_in_frame
+
+    os = [_points(o) for o in os]
+    models = tuple(models)
+
+    def points(key, o, target, m):
+        def one(key, oo, t):
+            def f(k, size):
+                Z, y = sample_dohmatob_in_frame(k, size, m.L, m.gamma, eps, m.d, m.link)
+                return (_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
+
+            return mc_mean_to_se(key, f, t, n, chunk)
+
+        return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.mu.shape[0]), o, target))
+
+    return jax.jit(lambda ks, os, ts: [points(k, o, t, m) for k, o, t, m in zip(ks, os, ts, models)])(
+        list(keys), os, [jnp.asarray(t, jnp.float64) for t in target_se])

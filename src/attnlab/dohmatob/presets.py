@@ -92,7 +92,7 @@ register(Preset(
     config_cls=FlowConfig, run=run_flow, summarize=summarize_flow, plot=plot_flow,
     defaults={}, finding=_flow_finding,
     # every link: the quadratic link has the stationary points off the corners that the field check needs
-    quick={"n_grid": 4, "n_times": 21, "n_mc": 4000}))
+    quick={"n_grid": 4, "n_times": 21}))
 
 
 register(Preset(
