@@ -66,3 +66,84 @@ def test_the_population_figures_theory_is_joined_from_five_signal_strengths(nus,
     finally:
         for fig in figs.values():
             plt.close(fig)
+
+
+def _blocks(png: bytes, k: int = 8):
+    """The image's 8 x 8-pixel block means (RGB): a crop's sub-pixel shift moves them little, a missing artist much."""
+    import io
+
+    from PIL import Image
+
+    a = np.asarray(Image.open(io.BytesIO(png))).astype(float)
+    h, w = a.shape[0] // k * k, a.shape[1] // k * k
+    return a[:h, :w, :3].reshape(h // k, k, w // k, k, 3).mean(axis=(1, 3))
+
+
+BLOCK_BOUND = 64
+"""The largest block-mean difference (of 255) taken for the same picture: the crop's sub-pixel shift moves block means
+by about 32 at text edges; a missing 3-point curve, by about 180."""
+
+
+def _figure(outside=False, curve=True):
+    from attnlab.plot import panels, paper_figure
+
+    @paper_figure
+    def draw():
+        fig, (ax, bx) = panels(2)
+        (line,) = ax.plot(np.linspace(0, 1, 50), np.linspace(0, 1, 50) ** 2, lw=3, label=r"$\kappa^2$")
+        line.set_visible(curve)
+        ax.set(xlabel=r"$\kappa$", ylabel=r"risk $\mathcal{R}$", title="(a)")
+        ax.legend()
+        bx.imshow(np.arange(20.0).reshape(4, 5))
+        if outside:  # an artist beyond the figure's right edge, which the tight box must take in
+            fig.text(1.15, 0.5, "beyond the edge")
+        return fig
+
+    return draw()
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_render_figure_writes_what_savefig_tight_writes_with_half_the_draws(outside):
+    """The PNG has the size of ``savefig(bbox_inches="tight")``'s and the same pixels up to antialiasing at the
+    sub-pixel shift of the crop; the PDF's page has the tight box's size; the figure's canvas, dpi and layout engine
+    are those it had; the figure is drawn twice, where savefig would draw it four times (an artist beyond the edge:
+    savefig writes the PNG)."""
+    import io
+
+    from PIL import Image
+
+    from attnlab.plot import render_figure, style
+
+    fig = _figure(outside)
+    canvas, dpi, engine = fig.canvas, fig.dpi, fig.get_layout_engine()
+    draws = []
+    fig.canvas.mpl_connect("draw_event", lambda event: draws.append(event))
+    files = render_figure(fig)
+    assert (fig.canvas, fig.dpi, fig.get_layout_engine()) == (canvas, dpi, engine)
+    assert files["png"].startswith(b"\x89PNG") and files["pdf"].startswith(b"%PDF")
+    reference, ref_draws, ref_fig = {}, [], _figure(outside)
+    ref_fig.canvas.mpl_connect("draw_event", lambda event: ref_draws.append(event))
+    for ext in ("png", "pdf"):
+        buf = io.BytesIO()
+        with style():
+            ref_fig.savefig(buf, format=ext, bbox_inches="tight")
+        reference[ext] = buf.getvalue()
+    assert len(draws) <= (4 if outside else 2) and len(ref_draws) == 4, (len(draws), len(ref_draws))
+    new, old = _blocks(files["png"]), _blocks(reference["png"])
+    assert new.shape == old.shape
+    assert np.abs(new - old).max() < BLOCK_BOUND, np.abs(new - old).max()
+    assert Image.open(io.BytesIO(files["png"])).info["dpi"][0] == pytest.approx(150, abs=0.1)
+    page = [float(x) for x in files["pdf"].split(b"/MediaBox [")[1].split(b"]")[0].split()]
+    ref_page = [float(x) for x in reference["pdf"].split(b"/MediaBox [")[1].split(b"]")[0].split()]
+    np.testing.assert_allclose(page, ref_page, atol=3.0)  # points; Agg's and the PDF's text metrics differ slightly
+    plt.close("all")
+
+
+def test_a_missing_artist_changes_the_png_beyond_the_antialiasing_bound():
+    """The control of the pixel comparison above: the same figure without its curve differs by more than the
+    bound."""
+    from attnlab.plot import render_figure
+
+    ref, new = (_blocks(render_figure(_figure(curve=curve))["png"]) for curve in (True, False))
+    assert new.shape == ref.shape and np.abs(new - ref).max() > BLOCK_BOUND
+    plt.close("all")

@@ -45,6 +45,7 @@ from attnlab.plot import (
     colorbar,
     panels,
     paper_figure,
+    render_figure,
     save_figure,
     sparse,
 )
@@ -62,5 +63,5 @@ from attnlab.runtime import float64, x64
 
 __all__ = ["ENTRY_POINT_GROUP", "ExperimentConfig", "Check", "Preset", "register", "mean_se", "contract_problems",
            "resolve_config", "get_preset", "validate_config", "check_seed", "AttnlabError", "x64", "float64",
-           "paper_figure", "panels", "band", "colorbar", "save_figure", "sparse", "FEW_POINTS", "LABELS", "THEORY",
-           "SIMULATION", "STYLE"]
+           "paper_figure", "panels", "band", "colorbar", "render_figure", "save_figure", "sparse", "FEW_POINTS",
+           "LABELS", "THEORY", "SIMULATION", "STYLE"]

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
 __all__ = ["plt", "STYLE", "LABELS", "THEORY", "SIMULATION", "FEW_POINTS", "sparse", "style", "paper_figure", "panels",
-           "band", "colorbar", "save_figure"]
+           "band", "colorbar", "render_figure", "save_figure"]
 
 STYLE = {
     "font.size": 9,
@@ -134,12 +135,72 @@ def colorbar(fig, mappable, ax, label: str):
     return cb
 
 
-def save_figure(fig, directory, name: str) -> list[str]:
-    """Write ``name.png`` and ``name.pdf`` (vector) into ``directory`` under :data:`STYLE`; return the file names."""
-    files = []
+def render_figure(fig) -> dict[str, bytes]:
+    """The PNG (``savefig.dpi`` of :data:`STYLE`) and the vector PDF of ``fig``, each cropped to the figure's tight
+    bounding box (``bbox_inches="tight"``), as bytes keyed by extension, drawn under :data:`STYLE`.
+
+    The layout is solved and the figure drawn once, by Agg for the PNG, whose pixels are cropped to the tight box
+    that draw gives; the PDF is then drawn once with that layout and box. ``savefig(bbox_inches="tight")`` would
+    draw each format twice (a dry run for the layout and the box, then the file): four draws instead of two. Where
+    the box reaches beyond the figure (an artist placed outside it) the PNG is written by ``savefig`` with the box.
+    The figure's canvas, dpi and layout engine are restored.
+    """
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    out = {}
+    canvas, dpi, engine = fig.canvas, fig.dpi, fig.get_layout_engine()
     with style():
-        for ext in ("png", "pdf"):
-            fig.savefig(f"{directory}/{name}.{ext}", bbox_inches="tight")
+        save_dpi, pad = plt.rcParams["savefig.dpi"], plt.rcParams["savefig.pad_inches"]
+        try:
+            agg = FigureCanvasAgg(fig)
+            fig.dpi = save_dpi
+            agg.draw()
+            tight = fig.get_tightbbox(agg.get_renderer())
+            box = tight.padded(pad)
+            # the layout the Agg draw solved holds for both files: no engine, so that savefig draws once (with a
+            # place-holder engine, which is what set_layout_engine("none") leaves, it would first draw a dry run)
+            fig._layout_engine = None
+            buf = io.BytesIO()
+            w, h = fig.get_size_inches()
+            if tight.x0 >= 0 and tight.y0 >= 0 and tight.x1 <= w and tight.y1 <= h:
+                # every artist inside the figure: the file is the drawn pixels within the box, the figure's face
+                # colour beyond its edge (as savefig, which widens the figure to the box)
+                pixels = np.asarray(agg.buffer_rgba())
+                height, width = pixels.shape[:2]
+                x0, y0, x1, y1 = (box.extents * save_dpi).tolist()
+                left, top = round(x0), height - round(y1)
+                right, bottom = left + int(x1 - x0), top + int(y1 - y0)  # savefig's size: the box's, truncated
+                face = np.round(np.array(matplotlib.colors.to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+                image = np.empty((bottom - top, right - left, 4), np.uint8)
+                image[...] = face
+                image[max(0, -top):min(bottom, height) - top, max(0, -left):min(right, width) - left] = \
+                    pixels[max(0, top):min(bottom, height), max(0, left):min(right, width)]
+                Image.fromarray(image).save(buf, format="png", dpi=(save_dpi, save_dpi))
+            else:
+                fig.savefig(buf, format="png", dpi=save_dpi, bbox_inches=box)
+            out["png"] = buf.getvalue()
+            buf = io.BytesIO()
+            fig.savefig(buf, format="pdf", bbox_inches=box)
+            out["pdf"] = buf.getvalue()
+        finally:
+            fig.set_canvas(canvas)
+            fig.dpi = dpi
+            fig.set_layout_engine(engine)
+    return out
+
+
+def save_figure(fig, directory, name: str) -> list[str]:
+    """Write ``name.png`` and ``name.pdf`` (vector) into ``directory`` under :data:`STYLE` (:func:`render_figure`);
+    close the figure; return the file names."""
+    files = []
+    try:
+        for ext, data in render_figure(fig).items():
+            with open(f"{directory}/{name}.{ext}", "wb") as f:
+                f.write(data)
             files.append(f"{name}.{ext}")
-    plt.close(fig)
+    finally:
+        plt.close(fig)
     return files

@@ -203,21 +203,19 @@ def test_plot_redraws_the_figures_and_changes_nothing_else(tmp_path, capsys, fin
 
 
 def test_plot_failure_leaves_the_old_figures_and_no_temporary(tmp_path, monkeypatch, capsys, finished):
-    import matplotlib.figure
-
     run_dir = tmp_path / "run"
     shutil.copytree(finished, run_dir)
     assert main(["plot", str(run_dir)]) == 0
     before = _tree(run_dir)
-    real = matplotlib.figure.Figure.savefig
+    real = Path.write_bytes
 
-    def half_then_fail(self, fname, *args, **kwargs):
-        real(self, fname, *args, **kwargs)
-        if kwargs.get("format") == "pdf":
-            Path(fname).write_bytes(b"partial")
+    def half_then_fail(self, data):
+        if self.suffix == ".pdf":
+            real(self, b"partial")
             raise OSError(28, "No space left on device")
+        return real(self, data)
 
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_fail)
+    monkeypatch.setattr(Path, "write_bytes", half_then_fail)
     assert main(["plot", str(run_dir)]) == 2
     assert "No space left on device" in one_error_line(capsys)
     after = _tree(run_dir)

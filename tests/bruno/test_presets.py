@@ -98,3 +98,26 @@ def test_magnitudes_that_overflow_are_refused_in_one_line_without_warnings(overr
         warnings.simplefilter("error")  # no overflow warning on the way to the refusal
         with pytest.raises(AttnlabError, match=match):
             resolve_config("bruno-alignment", quick=True, overrides=overrides)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_each_gif_frame_draws_its_own_snapshot(d, tmp_path):
+    """The frames are drawn on one background (blitting): each shows its own snapshot's points and time, so frames
+    of different snapshots differ, and two snapshots with the same points and time give the same frame."""
+    import xarray as xr
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 200, d))
+    x[2] = x[0]
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    x[1] = np.roll(x[1], 1, axis=-1)
+    ds = xr.Dataset({"x": (("time", "token", "dim"), x)}, coords={"time": [0.0, 1.0, 0.0]})
+    with Image.open(animate(ds, tmp_path / "cloud.gif")) as gif:
+        frames = []
+        for k in range(gif.n_frames):
+            gif.seek(k)
+            frames.append(np.asarray(gif.convert("RGB")).astype(int))
+    assert len(frames) == 3
+    assert np.abs(frames[0] - frames[1]).sum(axis=-1).astype(bool).sum() > 100
+    assert np.array_equal(frames[0], frames[2])

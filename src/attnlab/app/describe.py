@@ -243,6 +243,7 @@ def redraw(run_dir: Path, *, animation: bool = True) -> list[str]:
     import matplotlib.pyplot as plt
 
     from attnlab.app.store import read_data
+    from attnlab.plot import render_figure
 
     run_dir = Path(run_dir)
     preset, config, _ = load_run_config(run_dir)
@@ -261,10 +262,9 @@ def redraw(run_dir: Path, *, animation: bool = True) -> list[str]:
                            f"{preset.name} draws ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     try:
         for key, fig in figures.items():
-            for ext in ("png", "pdf"):
+            for ext, data in render_figure(fig).items():  # the files the run wrote, drawn the same way
                 name = f"{preset.name}-{key}.{ext}"
-                _replace_atomically(run_dir, name, lambda path, fig=fig, ext=ext: fig.savefig(
-                    path, format=ext, dpi=120 if ext == "png" else None, bbox_inches="tight"))
+                _replace_atomically(run_dir, name, lambda path, data=data: path.write_bytes(data))
                 written.append(name)
     finally:
         for fig in figures.values():

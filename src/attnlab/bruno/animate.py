@@ -11,7 +11,8 @@ def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4, dpi
     """Write an animated GIF of ``ds.x`` (S^1: the tokens on the circle; S^2: 3-D scatter) to ``path``, tokens
     coloured by their initial angle (azimuth on S^2) with a labelled colour bar, ``dpi`` pixels per inch (a GIF for
     a screen); return the path."""
-    from matplotlib.animation import FuncAnimation, PillowWriter
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
 
     from attnlab.plot import colorbar, plt, style
 
@@ -51,10 +52,28 @@ def animate(ds, path, *, max_tokens: int = 3000, run: int = 0, fps: int = 4, dpi
 
         cb = colorbar(fig, sc, ax, r"initial azimuth $\theta_0$ (rad)" if d == 3 else r"initial angle $\theta_0$ (rad)")
         cb.set_ticks([0, np.pi, 2 * np.pi], labels=[r"$0$", r"$\pi$", r"$2\pi$"])
+        # the frames differ only in their points and title: the rest (layout solved on the first frame, axes, colour
+        # bar) is drawn once and each frame draws the two on a copy of it (blitting; a GIF writer would draw the
+        # whole figure, a 3-D axes included, for every frame)
+        canvas = FigureCanvasAgg(fig)
+        fig.dpi = dpi
         update(0)
-        fig.canvas.draw()  # the layout is solved once, on the first frame: the frames differ only in their points
+        canvas.draw()  # the layout, solved with the points and title in place
         fig.set_layout_engine("none")
-        anim = FuncAnimation(fig, update, frames=len(times), blit=False)
-        anim.save(str(path), writer=PillowWriter(fps=fps), dpi=dpi)
+        sc.set_animated(True)
+        ax.title.set_animated(True)
+        canvas.draw()  # the background: everything but the points and title
+        background = canvas.copy_from_bbox(fig.bbox)
+        frames = []
+        for k in range(len(times)):
+            canvas.restore_region(background)
+            update(k)
+            if d == 3:
+                sc.do_3d_projection()
+            ax.draw_artist(sc)
+            ax.draw_artist(ax.title)
+            # opaque frames as RGB (as matplotlib's GIF writer): their conversion to a palette keeps the colours
+            frames.append(Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3].copy()))
+        frames[0].save(str(path), save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0)
     plt.close(fig)
     return str(path)
