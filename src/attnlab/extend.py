@@ -26,7 +26,8 @@ The contract of a preset (:class:`Preset`):
   with a tolerance derived from a standard error (:func:`mean_se`) or a stated numerical bound, and a negative
   control that it must reject (or :meth:`Check.not_evaluated`, with the reason, which never passes);
 * ``plot(dataset, config) -> {name: Figure}``: figures under :func:`paper_figure`, labels in mathtext, a curve of
-  data points styled by :func:`sparse` (under :data:`FEW_POINTS` points, markers and no joining line);
+  data points styled by :func:`sparse` (under :data:`FEW_POINTS` points, markers and no joining line); given as
+  ``deferred("mypaper.figures:plot")``, its module (and matplotlib) is imported at the first draw only;
 * optionally ``finding(metrics, config) -> str`` (one line of words), ``memory(config) -> bytes``,
   ``prerequisite(config) -> str | None``, ``unused`` (config fields this preset does not read).
 """
@@ -54,6 +55,7 @@ from attnlab.registry import (
     Check,
     Preset,
     contract_problems,
+    deferred,
     get_preset,
     mean_se,
     register,
@@ -61,7 +63,7 @@ from attnlab.registry import (
 )
 from attnlab.runtime import float64, x64
 
-__all__ = ["ENTRY_POINT_GROUP", "ExperimentConfig", "Check", "Preset", "register", "mean_se", "contract_problems",
-           "resolve_config", "get_preset", "validate_config", "check_seed", "AttnlabError", "x64", "float64",
-           "paper_figure", "panels", "band", "colorbar", "render_figure", "save_figure", "sparse", "FEW_POINTS",
+__all__ = ["ENTRY_POINT_GROUP", "ExperimentConfig", "Check", "Preset", "register", "deferred", "mean_se",
+           "contract_problems", "resolve_config", "get_preset", "validate_config", "check_seed", "AttnlabError", "x64",
+           "float64", "paper_figure", "panels", "band", "colorbar", "render_figure", "save_figure", "sparse", "FEW_POINTS",
            "LABELS", "THEORY", "SIMULATION", "STYLE"]

@@ -6,16 +6,19 @@ PNG and the vector PDF under the same style. Labels are mathtext in the papers' 
 same symbol reads the same on every figure. A curve of data points (a simulation, a theory at the run's grid) is
 styled through :func:`sparse`: under :data:`FEW_POINTS` points, markers and no joining line. The backend is left to
 the user (the command line and the sweep workers choose the file-only ``Agg``); nothing here changes matplotlib's
-global state.
+global state. Importing this module does not import matplotlib: ``plt`` (``matplotlib.pyplot``) and each helper
+import it when first used, so that a plugin's presets module can import the helpers and load without it.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
+
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
 
 __all__ = ["plt", "STYLE", "LABELS", "THEORY", "SIMULATION", "FEW_POINTS", "sparse", "style", "paper_figure", "panels",
            "band", "colorbar", "render_figure", "save_figure"]
@@ -95,9 +98,19 @@ LABELS = {
 """Mathtext labels in the papers' notation, shared by the figures of all papers."""
 
 
+def __getattr__(name: str):
+    if name == "plt":
+        import matplotlib.pyplot
+
+        return matplotlib.pyplot
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def style():
     """A context in which matplotlib draws with :data:`STYLE` (``plt.rc_context``); restores the rcParams after."""
-    return plt.rc_context(STYLE)
+    import matplotlib
+
+    return matplotlib.rc_context(STYLE)
 
 
 def paper_figure(fn):
@@ -114,6 +127,8 @@ def paper_figure(fn):
 def panels(ncols: int, nrows: int = 1, *, width: float = 3.0, height: float = 2.6, **kwargs):
     """``plt.subplots`` with each panel ``width`` x ``height`` inches (a paper's column is about 3.3 in); returns
     ``(fig, axes)`` with ``axes`` always a flat array."""
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
     return fig, axes.ravel()
 
@@ -147,13 +162,14 @@ def render_figure(fig) -> dict[str, bytes]:
     """
     import io
 
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
     out = {}
     canvas, dpi, engine = fig.canvas, fig.dpi, fig.get_layout_engine()
     with style():
-        save_dpi, pad = plt.rcParams["savefig.dpi"], plt.rcParams["savefig.pad_inches"]
+        save_dpi, pad = matplotlib.rcParams["savefig.dpi"], matplotlib.rcParams["savefig.pad_inches"]
         try:
             agg = FigureCanvasAgg(fig)
             fig.dpi = save_dpi
@@ -195,6 +211,8 @@ def render_figure(fig) -> dict[str, bytes]:
 def save_figure(fig, directory, name: str) -> list[str]:
     """Write ``name.png`` and ``name.pdf`` (vector) into ``directory`` under :data:`STYLE` (:func:`render_figure`);
     close the figure; return the file names."""
+    import matplotlib.pyplot as plt
+
     files = []
     try:
         for ext, data in render_figure(fig).items():

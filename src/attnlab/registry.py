@@ -36,7 +36,7 @@ from attnlab.config import ExperimentConfig, validate_config
 from attnlab.errors import AttnlabError
 
 __all__ = ["PAPERS", "ENTRY_POINT_GROUP", "Check", "mean_se", "Preset", "register", "contract_problems", "get_preset",
-           "all_presets", "resolve_config", "unmet"]
+           "all_presets", "resolve_config", "unmet", "deferred"]
 
 PAPERS: tuple[str, ...] = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
 """The paper folders, in the order of the catalogue; preset names start with their paper (``marion-manifold``)."""
@@ -268,6 +268,24 @@ def contract_problems(preset: Preset) -> list[str]:
         if value is not None and not callable(value):
             problems.append(f"{label} is neither None nor callable")
     return problems
+
+
+def deferred(target: str) -> Callable:
+    """The function ``target`` (``"package.module:name"``), imported at its first call: a preset's ``plot`` given
+    as ``deferred("mypackage.figures:plot")`` keeps matplotlib, and whatever else its module imports, out of the
+    processes that compute and check without drawing (``attnlab.run`` without ``out``, sweep workers, tests)."""
+    import importlib
+
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"deferred target {target!r} is not 'package.module:name'")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__, call.__qualname__, call.__module__ = name, name, module
+    call.__doc__ = f"``{target}``, imported at its first call (:func:`attnlab.registry.deferred`)."
+    return call
 
 
 def register(preset: Preset) -> Preset:

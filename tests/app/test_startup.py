@@ -176,3 +176,32 @@ def test_the_catalogue_names_the_registrys_entry_point_group():
     from attnlab import registry
 
     assert catalogue.ENTRY_POINT_GROUP == registry.ENTRY_POINT_GROUP
+
+
+def test_loading_every_paper_imports_no_matplotlib_until_a_figure_is_drawn():
+    """The papers' presets give their figure functions as ``deferred("module:name")``: the whole catalogue loads, and
+    a preset's plot resolves to its figure function, without matplotlib; the first draw imports it."""
+    code = textwrap.dedent("""
+        import sys
+        from attnlab.registry import all_presets
+        presets = all_presets()
+        before = "matplotlib" in sys.modules
+        p = presets["sakai-scores"]
+        resolved = p.plot.__name__ == "plot" and p.plot.__module__ == "attnlab.sakai.figures"
+        import xarray as xr, numpy as np
+        try:
+            p.plot(xr.Dataset(), None)
+        except Exception:
+            pass
+        print(before, resolved, "matplotlib" in sys.modules)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.stdout.split() == ["False", "True", "True"], res.stdout + res.stderr
+
+
+def test_deferred_refuses_a_target_without_module_and_name():
+    from attnlab.registry import deferred
+
+    for bad in ("attnlab.sakai.figures", ":plot", "attnlab.sakai.figures:"):
+        with pytest.raises(ValueError):
+            deferred(bad)

@@ -46,7 +46,6 @@ from attnlab import native as _build
 from attnlab.bruno import initial, reduced
 from attnlab.bruno import native as bruno_native
 from attnlab.bruno.configs import BrunoConfig
-from attnlab.bruno.figures import plot
 from attnlab.bruno.integrate import make_model, simulate, simulate_adaptive
 from attnlab.bruno.observables import (
     angle_histogram,
@@ -57,7 +56,7 @@ from attnlab.bruno.observables import (
     observe_fn,
     track_modes,
 )
-from attnlab.registry import Check, Preset, register
+from attnlab.registry import Check, Preset, deferred, register
 
 CITATION = "Bruno, Pasqualotto, Agazzi, NeurIPS 2025"
 
@@ -441,7 +440,7 @@ the mean-field PDE and its sampling error; only the S^2 mixtures have a latitude
 def _preset(name, figure, description, defaults, quick):
     return register(Preset(name=name, paper="bruno", citation=CITATION, figure=figure, description=description,
                            implementations=implementations, finding=finding,
-                           config_cls=BrunoConfig, run=run, summarize=summarize, plot=plot,
+                           config_cls=BrunoConfig, run=run, summarize=summarize, plot=deferred("attnlab.bruno.figures:plot"),
                            defaults=defaults, quick=quick, animate=_animate, unused=UNUSED[defaults["scenario"]]))
 
 

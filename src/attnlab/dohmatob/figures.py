@@ -9,9 +9,8 @@ from matplotlib.lines import Line2D
 
 from attnlab.plot import LABELS, SIMULATION, THEORY, colorbar, panels, paper_figure
 
-__all__ = ["CITATION", "plot_rgd", "plot_flow", "plot_phase"]
+__all__ = ["plot_rgd", "plot_flow", "plot_phase"]
 
-CITATION = "Dohmatob, NeurIPS 2025"
 
 MU = r"$\mu$"
 EXCESS = r"$\mathbb{E}(f(X)-y)^2-\varepsilon^2$"

@@ -35,7 +35,6 @@
 
 from __future__ import annotations
 
-from attnlab.dohmatob.figures import plot_flow, plot_phase, plot_rgd
 from attnlab.dohmatob.flow_preset import (
     CITATION,
     FlowConfig,
@@ -46,7 +45,7 @@ from attnlab.dohmatob.flow_preset import (
     summarize_phase,
 )
 from attnlab.dohmatob.rgd_preset import RGDConfig, rgd_implementations, run_rgd_preset, summarize_rgd
-from attnlab.registry import Preset, register
+from attnlab.registry import Preset, deferred, register
 
 
 def _rgd_finding(m, cfg) -> str:
@@ -79,7 +78,7 @@ register(Preset(
     name="dohmatob-rgd", paper="dohmatob", citation=CITATION, figure="Fig. 2",
     description="Riemannian GD on the empirical risk (n = 1000), linear/quadratic/ReLU links, random and mu0 = 0.5 "
                 "starts, with the mean-field risk and flow on the same axes.",
-    config_cls=RGDConfig, run=run_rgd_preset, summarize=summarize_rgd, plot=plot_rgd,
+    config_cls=RGDConfig, run=run_rgd_preset, summarize=summarize_rgd, plot=deferred("attnlab.dohmatob.figures:plot_rgd"),
     defaults={}, implementations=rgd_implementations, finding=_rgd_finding,
     # the full n = 1000 (at n = 200 the empirical minimiser is far from the population flow's) on one link, 300 steps
     quick={"n_repeats": 3, "n_steps": 300, "log_every": 50, "n_train": 1000, "n_test": 2000, "n_test_rd": 500,
@@ -89,7 +88,7 @@ register(Preset(
 register(Preset(
     name="dohmatob-flow", paper="dohmatob", citation=CITATION, figure="Props. 6-10 (no figure)",
     description="The 2-D mean-field flow on M: phase portrait, stationary points classified by their Jacobians.",
-    config_cls=FlowConfig, run=run_flow, summarize=summarize_flow, plot=plot_flow,
+    config_cls=FlowConfig, run=run_flow, summarize=summarize_flow, plot=deferred("attnlab.dohmatob.figures:plot_flow"),
     defaults={}, finding=_flow_finding,
     # every link: the quadratic link has the stationary points off the corners that the field check needs
     quick={"n_grid": 4, "n_times": 21}))
@@ -98,7 +97,7 @@ register(Preset(
 register(Preset(
     name="dohmatob-phase-diagram", paper="dohmatob", citation=CITATION, figure="Prop. 2 / Condition 2 (no figure)",
     description="Learnability in (gamma, alpha): sqrt(1 - gamma^2) > psi, mean-field oracle risk, Monte Carlo points.",
-    config_cls=PhaseConfig, run=run_phase, summarize=summarize_phase, plot=plot_phase,
+    config_cls=PhaseConfig, run=run_phase, summarize=summarize_phase, plot=deferred("attnlab.dohmatob.figures:plot_phase"),
     defaults={}, finding=_phase_finding,
     # the full set of Monte Carlo points (20, 6 deep in the learnable phase)
     quick={"n_gamma": 30, "n_alpha": 30}))

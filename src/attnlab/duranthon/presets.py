@@ -36,7 +36,6 @@ from attnlab.duranthon.configs import (
 )
 from attnlab.duranthon.data import LengthLaw, length_law, sample_teacher_sqrtD
 from attnlab.duranthon.erm import fresh_test_error
-from attnlab.duranthon.figures import plot_activations, plot_low_snr, plot_population, plot_sample_complexity
 from attnlab.duranthon.population import (
     bayes_risk_is,
     bayes_risk_mc,
@@ -53,7 +52,7 @@ from attnlab.duranthon.summaries import (
     summarize_population,
     summarize_sample_complexity,
 )
-from attnlab.registry import Preset, register
+from attnlab.registry import Preset, deferred, register
 
 CITATION = "Duranthon, Marion, Boyer, Loureiro, Zdeborova, arXiv 2509.21936 (2025)"
 PAPER = "duranthon"
@@ -207,7 +206,8 @@ register(Preset(
     name="duranthon-population", paper=PAPER, citation=CITATION, figure="Fig. 1",
     description="Population (alpha = inf) risk against nu and L for softmax, linear, centred linear and "
                 "softplus attention on spiked- and max-SLR, with the Bayes risk and the linear closed form on top.",
-    config_cls=PopulationConfig, run=run_population, summarize=summarize_population, plot=plot_population,
+    config_cls=PopulationConfig, run=run_population, summarize=summarize_population,
+    plot=deferred("attnlab.duranthon.figures:plot_population"),
     defaults={}, finding=_finding_population,
     quick={"nus": (2.0, 5.0), "activations": ("softmax", "linear"), "n_mc": 10_000, "n_check": 2000},
 ))
@@ -267,7 +267,8 @@ register(Preset(
     description="Optimised population risk of softmax, linear, centred linear, erf (c optimised) and "
                 "softplus-normalised attention for fixed L and L ~ U{1,2,3}: the variable-L penalty of "
                 "unnormalised activations.",
-    config_cls=ActivationsConfig, run=run_activations, summarize=summarize_activations, plot=plot_activations,
+    config_cls=ActivationsConfig, run=run_activations, summarize=summarize_activations,
+    plot=deferred("attnlab.duranthon.figures:plot_activations"),
     defaults={}, quick={"n_mc": 5000}, finding=_finding_activations,
 ))
 
@@ -306,7 +307,7 @@ register(Preset(
                 "equations, frozen samples, Anderson-accelerated) against L-BFGS ERM at the sqrt(ND) size rule; "
                 "Bayes-optimal curve (spiked-SLR) and Bayes floor at alpha = inf.",
     config_cls=SampleComplexityConfig, run=run_sample_complexity, summarize=summarize_sample_complexity,
-    plot=plot_sample_complexity, defaults={}, finding=_finding_sample_complexity,
+    plot=deferred("attnlab.duranthon.figures:plot_sample_complexity"), defaults={}, finding=_finding_sample_complexity,
     quick={"alphas": (2.0, 8.0), "activations": ("softmax",), "n_replica": 1000, "n_sets": 4, "sqrt_ND": 150.0,
            "n_seeds": 8, "n_test": 4000, "n_risk": 20_000, "lam_star_grid": QUICK_LAM_STAR_GRID},
 ))
@@ -334,7 +335,8 @@ register(Preset(
     description="Low-SNR regime (spiked nu = 1, L = 3) along a decreasing lambda path: replica fixed points "
                 "(Anderson, continuation, informed and uninformed branches, pointwise and Stein V_hat) against "
                 "L-BFGS ERM from informed and random starts, with per-point solver diagnostics.",
-    config_cls=LowSNRConfig, run=run_low_snr, summarize=_quiet(summarize_low_snr), plot=_quiet(plot_low_snr),
+    config_cls=LowSNRConfig, run=run_low_snr, summarize=_quiet(summarize_low_snr),
+    plot=_quiet(deferred("attnlab.duranthon.figures:plot_low_snr")),
     defaults={}, finding=_finding_low_snr,
     quick={"lams": (1.0, 0.1), "n_replica": 256, "sqrt_ND": 200.0, "n_seeds": 6, "n_test": 10_000, "n_risk": 5000,
            "max_iter": 100},
@@ -346,7 +348,6 @@ register(Preset(
 # --------------------------------------------------------------------------------------------------------------------
 
 from attnlab.duranthon import landscape_preset as _landscape  # noqa: E402
-from attnlab.duranthon.figures import plot_gd_landscape  # noqa: E402
 
 register(Preset(
     name="duranthon-gd-landscape", paper=PAPER, citation=CITATION, figure="App. A.2.2 / A.2.6 (GD landscape)",
@@ -354,7 +355,7 @@ register(Preset(
                 "at a few (alpha, nu, lambda): the minima reached, classified against the informed (replica) "
                 "minimum, their test errors against the replica prediction, and M's invariance under the flow.",
     config_cls=_landscape.LandscapeConfig, run=_landscape.run, summarize=_landscape.summarize,
-    plot=plot_gd_landscape, defaults={}, finding=_landscape.finding,
+    plot=deferred("attnlab.duranthon.figures:plot_gd_landscape"), defaults={}, finding=_landscape.finding,
     quick={"D": 60, "n_sets": 3, "n_informed_sets": 10, "n_starts": 12, "n_steps": 3000, "sgd_steps": 2000,
            "n_logs": 30, "n_fresh": 5000,
            "n_replica": 500, "n_risk": 10_000},

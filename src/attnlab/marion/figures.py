@@ -9,9 +9,8 @@ from matplotlib.ticker import MaxNLocator
 
 from attnlab.plot import LABELS, SIMULATION, THEORY, band, colorbar, panels, paper_figure
 
-__all__ = ["CITATION", "plot"]
+__all__ = ["plot"]
 
-CITATION = "Marion, Berthier, Biau, Boyer, ICLR 2025"
 
 _ORACLES = ((1.0, 1.0), (-1.0, -1.0))  # (kappa, nu) of (k*, v*) and (-k*, -v*): the same predictor (erf is odd)
 

@@ -33,14 +33,15 @@ from attnlab.marion.dynamics import (
     run_sgd_reduced,
     vectors_from_overlaps,
 )
-from attnlab.marion.figures import CITATION, plot
 from attnlab.marion.montecarlo import mc_bayes_risk, mc_excess_risk_in_frame_to_se, mc_excess_risk_to_se
 from attnlab.marion.predictors import LAMBDA_MAX
 from attnlab.marion.risk import linear_baseline_risk, oracle_excess_risk, population_excess_risk, spurious_point
-from attnlab.registry import Check, Preset, register
+from attnlab.registry import Check, Preset, deferred, register
 from attnlab.slr.data import init_sphere, sample_teacher
 from attnlab.slr.montecarlo import resolving_se
 from attnlab.slr.overlaps import Overlaps, overlaps
+
+CITATION = "Marion, Berthier, Biau, Boyer, ICLR 2025"
 
 OVERLAP_NAMES = Overlaps._fields
 REACH = 0.9  # a run "reaches the oracle" when |kappa| > 0.9 and |nu| > 0.9 at the end
@@ -338,7 +339,8 @@ SGD_ONLY = frozenset({"batch_size", "n_test"})
 def _preset(name, figure, description, defaults, quick):
     unused = SGD_ONLY if defaults.get("algorithm", "pgd") == "pgd" else frozenset()
     return register(Preset(name=name, paper="marion", citation=CITATION, figure=figure, description=description,
-                           config_cls=MarionConfig, run=run, summarize=summarize, plot=plot,
+                           config_cls=MarionConfig, run=run, summarize=summarize,
+                           plot=deferred("attnlab.marion.figures:plot"),
                            defaults=defaults, quick=quick, finding=finding, unused=unused))
 
 
@@ -380,7 +382,6 @@ _preset("marion-sgd", "Fig. 5 [I]",
 # the notebook's schedule in flow time (step size and rate doubled, cap halved, 20 000 updates): under the notebook's
 # shared noise heads specialise or collapse; under independent noises the doubled step's noise leaves the keys
 # unaligned while the values specialise.
-from attnlab.marion import multihead_figures as _toy_figures  # noqa: E402
 from attnlab.marion import multihead_preset as _toy  # noqa: E402
 
 register(Preset(
@@ -388,7 +389,8 @@ register(Preset(
     description="Two erf heads, two signal tokens, projected SGD (batch 5, step 1e-3, 100k updates, lambda from 2 "
                 "frozen at 1/3 after 25k), 20 runs: specialised, collapsed, mixed and failed heads under the "
                 "notebook's shared signal noise and the corrected independent noises, on the same draws.",
-    config_cls=_toy.ToyMultiheadConfig, run=_toy.run, summarize=_toy.summarize, plot=_toy_figures.plot,
+    config_cls=_toy.ToyMultiheadConfig, run=_toy.run, summarize=_toy.summarize,
+    plot=deferred("attnlab.marion.multihead_figures:plot"),
     defaults={},
     quick={"n_repeats": 10, "step_size": 2e-3, "n_steps": 20_000, "schedule_rate": 4e-4, "schedule_cap": 12_500,
            "log_every": 400, "n_mc": 500, "n_onestep": 1000},
@@ -399,7 +401,6 @@ register(Preset(
 # The weights are not shipped: model_dir names a local Hugging Face directory (bert-base-uncased downloaded
 # elsewhere); without one the preset does not run, and its prerequisite says in one line how to provide it. Quick
 # size: 512 sentences per list (half of each label; the two OOD-structure lists whole), 4 probe fits per layer.
-from attnlab.marion import probing_figures as _probing_figures  # noqa: E402
 from attnlab.marion import probing_preset as _probing  # noqa: E402
 
 register(Preset(
@@ -408,7 +409,7 @@ register(Preset(
                 "model_dir=PATH) on template sentences labelled by a sentiment adjective at a varying position: "
                 "train, held-out, OOD-token and OOD-structure accuracies, the notebook's bar chart.",
     config_cls=_probing.BertProbingConfig, run=_probing.run, summarize=_probing.summarize,
-    plot=_probing_figures.plot, defaults={}, quick={"max_per_list": 512, "n_probe_seeds": 4},
+    plot=deferred("attnlab.marion.probing_figures:plot"), defaults={}, quick={"max_per_list": 512, "n_probe_seeds": 4},
     finding=_probing.finding, prerequisite=_probing.prerequisite, memory=_probing.memory_bytes))
 
 
@@ -417,7 +418,6 @@ register(Preset(
 # same draws. Quick sizes: d = 40 (heads of width 40 and 2 x 20), feed-forward width 100, batch 64, step size doubled,
 # 4 runs of 400 (one head) and 600 (two heads) updates: the register's attention direction aligns with k* and the
 # value map with v*, and the notebook's rank-one M and coupled W_O are checked against the corrected model.
-from attnlab.marion import transformer_figures as _transformer_figures  # noqa: E402
 from attnlab.marion import transformer_preset as _transformer  # noqa: E402
 from attnlab.marion import transformer_summary as _transformer_summary  # noqa: E402
 
@@ -429,7 +429,7 @@ register(Preset(
                 "along k*, the value map reads v*; the notebook's W_K = 0 (rank-one W_Q^T W_K by construction) "
                 "against a Gaussian W_K on the same draws, with the LayerNorm floor of the risk.",
     config_cls=_transformer.SingleHeadConfig, run=_transformer.run, summarize=_transformer_summary.summarize,
-    plot=_transformer_figures.plot, defaults={},
+    plot=deferred("attnlab.marion.transformer_figures:plot"), defaults={},
     quick={"n_repeats": 4, "d": 40, "head_dim": 40, "ffn_width": 100, "batch_size": 64, "step_size": 2e-2,
            "n_steps": 400, "log_every": 50, "n_mc": 2000, "n_floor": 2000},
     finding=_transformer_summary.finding, memory=_transformer.memory_bytes))
@@ -441,7 +441,7 @@ register(Preset(
                 "notebook (W_K = 0, shared signal noise, W_O drawn with W_V's key) against the corrected model on "
                 "the same draws.",
     config_cls=_transformer.MultiHeadConfig, run=_transformer.run, summarize=_transformer_summary.summarize,
-    plot=_transformer_figures.plot, defaults={},
+    plot=deferred("attnlab.marion.transformer_figures:plot"), defaults={},
     quick={"n_repeats": 4, "d": 40, "ffn_width": 100, "batch_size": 64, "step_size": 4e-2, "n_steps": 600,
            "log_every": 50, "n_mc": 2000, "n_floor": 2000},
     finding=_transformer_summary.finding, memory=_transformer.memory_bytes))

@@ -24,11 +24,10 @@ import numpy as np
 import xarray as xr
 
 from attnlab import native as _build
-from attnlab.registry import Preset, register
+from attnlab.registry import Preset, deferred, register
 from attnlab.sakai import distances as dist
 from attnlab.sakai import native as width_native
 from attnlab.sakai.configs import SakaiConfig
-from attnlab.sakai.figures import plot
 from attnlab.sakai.limit import limit_moments
 from attnlab.sakai.reference import sample_reference_first, sample_reference_scores
 from attnlab.sakai.sampler import sample_first_token_sweep, sample_scores_sweep
@@ -392,7 +391,7 @@ def _preset(name, figure, description, defaults, quick):
     unused = SCORES_UNUSED if defaults["experiment"] == "scores" else frozenset()
     return register(Preset(name=name, paper="sakai", citation=CITATION, figure=figure, description=description,
                            implementations=implementations, finding=finding,
-                           config_cls=SakaiConfig, run=run, summarize=summarize, plot=plot,
+                           config_cls=SakaiConfig, run=run, summarize=summarize, plot=deferred("attnlab.sakai.figures:plot"),
                            defaults=defaults, quick=quick, unused=unused))
 
 
