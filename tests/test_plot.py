@@ -147,3 +147,15 @@ def test_a_missing_artist_changes_the_png_beyond_the_antialiasing_bound():
     ref, new = (_blocks(render_figure(_figure(curve=curve))["png"]) for curve in (True, False))
     assert new.shape == ref.shape and np.abs(new - ref).max() > BLOCK_BOUND
     plt.close("all")
+
+
+def test_render_figure_leaves_a_figure_without_layout_engine_without_one():
+    from matplotlib.figure import Figure
+
+    from attnlab.plot import render_figure
+
+    fig = Figure(layout="none")
+    fig.add_subplot().plot([0, 1], [1, 0])
+    assert fig.get_layout_engine() is None
+    files = render_figure(fig)
+    assert fig.get_layout_engine() is None and files["png"].startswith(b"\x89PNG")

@@ -204,7 +204,7 @@ def render_figure(fig) -> dict[str, bytes]:
         finally:
             fig.set_canvas(canvas)
             fig.dpi = dpi
-            fig.set_layout_engine(engine)
+            fig._layout_engine = engine  # as it was (set_layout_engine(None) would choose one from the rcParams)
     return out
 
 

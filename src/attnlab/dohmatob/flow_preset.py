@@ -192,7 +192,7 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
         "sp_mean_field_risk": (pd, np.array(cols[9]), {"units": "y^2"}),
         "sp_mean_field_risk_roundoff": (pd, np.array(cols[15]), {
             "units": "y^2", "long_name": "bound on the float64 round-off of the mean-field risk"}),
-        "sp_mc_risk": (pd, np.array(cols[10]), {"units": "y^2", "n_samples": cfg.n_mc}),
+        "sp_mc_risk": (pd, np.array(cols[10]), {"units": "y^2", "max_samples": cfg.n_mc}),
         "sp_mc_count": (pd, np.array(cols[16]), {
             "units": "1", "long_name": "Monte Carlo sequences drawn (until the SE resolves the check's control)"}),
         "sp_mc_risk_se": (pd, np.array(cols[11]), {"units": "y^2"}),
