@@ -249,6 +249,23 @@ def test_mc_risk_batches_to_se_draws_each_point_as_far_as_its_target():
     assert 2 * chunk <= int(count[1]) < n and float(se[1]) <= 2 * full_se
 
 
+def test_mc_risk_gammas_draws_what_mc_risk_batch_draws_for_each_gamma():
+    """One program for several gammas (gamma traced): the same means and SEs as one mc_risk_batch per gamma with the
+    same keys, to round-off; a gamma outside (0, 1) is refused as the model refuses it."""
+    from attnlab.dohmatob.meanfield import mc_risk_gammas
+
+    gammas, keys = [0.3, 0.8, 0.97], jnp.stack([jax.random.key(i) for i in range(3)])
+    o = DohmatobOverlaps.on_M(1.0, 1.0)
+    for link, L in (("linear", 5), ("relu", 21)):
+        mean, se = mc_risk_gammas(keys, o, gammas, 64, L, 1.0, link, 3000)
+        for k, g, m1, s1 in zip(keys, gammas, np.asarray(mean), np.asarray(se)):
+            ref, ref_se = mc_risk_batch(k, DohmatobOverlaps.on_M(jnp.ones(1), jnp.ones(1)),
+                                        DohmatobModel(64, L, 1.0, g, link), 3000)
+            np.testing.assert_allclose([m1, s1], [float(ref[0]), float(ref_se[0])], rtol=1e-12)
+    with pytest.raises(ValueError):
+        mc_risk_gammas(keys, o, [0.3, 1.0, 0.5], 64, 5, 1.0, "linear", 100)
+
+
 def test_one_overlap_order_mc_risk_and_mc_risk_batch_agree():
     """The named overlaps mean the same in both estimators: mc_risk at one point and mc_risk_batch at the same point
     agree within 5 SE, while swapping eta and zeta (the two orders that once coexisted) moves the risk by far more."""

@@ -17,8 +17,8 @@ from attnlab.dohmatob.flows import field2, field4, integrate, stationary_points_
 from attnlab.dohmatob.meanfield import (
     DohmatobModel,
     dual_kernel,
-    mc_risk_batch,
     mc_risk_batches_to_se,
+    mc_risk_gammas,
     mean_field_risk,
     mean_field_risk_roundoff,
     rem_constants_alpha,
@@ -352,15 +352,15 @@ def run_phase(cfg: PhaseConfig, key, progress=None) -> xr.Dataset:
     mc = np.zeros((len(cfg.gammas_mc), len(cfg.L_mc)))
     mc_se = np.zeros_like(mc)
     mf_mc = np.zeros_like(mc)
-    for i, g in enumerate(cfg.gammas_mc):
-        for j, L in enumerate(cfg.L_mc):
-            m = DohmatobModel(cfg.d_mc, L, cfg.beta, g, cfg.link)
-            oracle = DohmatobOverlaps.on_M(jnp.ones(1), jnp.ones(1))
-            mean, se = mc_risk_batch(jax.random.fold_in(key, i * 100 + j), oracle, m, cfg.n_mc)
-            mc[i, j], mc_se[i, j] = float(mean[0]), float(se[0])
-            mf_mc[i, j] = float(mean_field_risk(DohmatobOverlaps.on_M(1.0, 1.0), m))
+    oracle = DohmatobOverlaps.on_M(1.0, 1.0)
+    for j, L in enumerate(cfg.L_mc):  # one compiled program per L for all gammas
+        keys = jnp.stack([jax.random.fold_in(key, i * 100 + j) for i in range(len(cfg.gammas_mc))])
+        mean, se = mc_risk_gammas(keys, oracle, cfg.gammas_mc, cfg.d_mc, L, cfg.beta, cfg.link, cfg.n_mc)
+        mc[:, j], mc_se[:, j] = np.asarray(mean), np.asarray(se)
+        for i, g in enumerate(cfg.gammas_mc):
+            mf_mc[i, j] = float(mean_field_risk(oracle, DohmatobModel(cfg.d_mc, L, cfg.beta, g, cfg.link)))
         if progress is not None:
-            progress(i + 1, len(cfg.gammas_mc))
+            progress(j + 1, len(cfg.L_mc))
     alpha_mc = np.log(np.array(cfg.L_mc) - 1.0) / cfg.d_mc
     psi_mc = np.asarray(rem_constants_alpha(alpha_mc, cfg.beta).psi)
     c_mc = np.sqrt(1 - np.array(cfg.gammas_mc) ** 2)

@@ -48,6 +48,7 @@ from jax.scipy.special import ndtr
 
 from attnlab import _validate as check
 from attnlab.dohmatob.model import check_beta, check_gamma, get_link, softmax_weights
+from attnlab.slr.data import sample_tokens_in_frame
 from attnlab.slr.montecarlo import mc_mean, mc_mean_to_se
 from attnlab.slr.overlaps import DohmatobOverlaps, frame_coordinates
 from attnlab.slr.owen import owens_t
@@ -73,6 +74,7 @@ __all__ = [
     "mc_risk_batch",
     "mc_risk_batches",
     "mc_risk_batches_to_se",
+    "mc_risk_gammas",
 ]
 
 _PHI0 = 1.0 / math.sqrt(2.0 * math.pi)
@@ -426,3 +428,25 @@ def mc_risk_batches_to_se(keys, os, models, target_se, n: int, eps: float = 0.0,
 
     return jax.jit(lambda ks, os, ts: [points(k, o, t, m) for k, o, t, m in zip(ks, os, ts, models)])(
         list(keys), os, [jnp.asarray(t, jnp.float64) for t in target_se])
+
+
+def mc_risk_gammas(keys, o: DohmatobOverlaps, gammas, d: int, L: int, beta: float, link, n: int):
+    """:func:`mc_risk_batch` at one point ``o`` (scalars) for several signal stds ``gammas`` (k,) at once, each with its
+    key of ``keys`` (k,): the same draws as ``mc_risk_batch(key, o, DohmatobModel(d, L, beta, gamma, link), n)`` for
+    each ``(key, gamma)``, in one compiled program per (d, L, link), gamma a traced value (a model per gamma would
+    compile a program per gamma). Returns ``(mean, SE)``, each (k,)."""
+    from attnlab._random import normal
+
+    for g in np.atleast_1d(np.asarray(gammas, dtype=float)):
+        check_gamma(float(g))
+    sigma = get_link(link)
+    lam = beta * math.sqrt(d)
+
+    def one(key, g):
+        key = jax.random.split(key, 1)[0]  # mc_risk_batch's key of its first (only) point
+        Z, y, _ = sample_tokens_in_frame(key, n, L, g, 0.0, jnp.sqrt(1.0 - g**2) * math.sqrt(d), sigma, normal)
+        loss = (_predict(Z, o, lam, link) - y) ** 2
+        return jnp.mean(loss), jnp.std(loss, ddof=1) / math.sqrt(n)
+
+    o = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), o)
+    return jax.jit(lambda ks, gs: jax.lax.map(lambda a: one(*a), (ks, gs)))(keys, jnp.asarray(gammas, jnp.float64))
