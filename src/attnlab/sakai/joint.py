@@ -81,7 +81,7 @@ from attnlab.sakai.kernel import closed_form, token_kernel
 from attnlab.sakai.model import check_layers, check_model, layer_activation
 from attnlab.sakai.sampler import _chunked, chunk_size, heads_given_factor
 
-__all__ = ["sample_joint_limit", "sample_network", "gram_factor", "projection_excess_kurtosis"]
+__all__ = ["sample_joint_limit", "sample_network", "gram_factor", "projection_excess_kurtosis", "mixture_excess_kurtosis"]
 
 
 def gram_factor(G):
@@ -311,7 +311,14 @@ def projection_excess_kurtosis(C, w) -> tuple[float, float]:
     check.shape("w", w, (M,))
     if N < 2:
         raise ValueError(f"C must hold at least 2 draws (for a standard error); got {N}")
-    v = np.einsum("i,nij,j->n", np.asarray(w), np.asarray(C), np.asarray(w))
+    return mixture_excess_kurtosis(np.einsum("i,nij,j->n", np.asarray(w), np.asarray(C), np.asarray(w)))
+
+
+def mixture_excess_kurtosis(v) -> tuple[float, float]:
+    """Excess kurtosis of a Gaussian mixture ``x | v ~ N(0, v)`` from draws of its variance ``v`` (N,), and its
+    standard error: ``3 Var(v)/E[v]^2``, the SE by the delta method on ``(E v, E v^2)``
+    (:func:`projection_excess_kurtosis` with ``v = w^T C w``)."""
+    v = np.asarray(v, dtype=float)
     m1, m2 = v.mean(), np.mean(v**2)
     grad = np.array([-6.0 * m2 / m1**3, 3.0 / m1**2])
     cov = np.cov(np.stack([v, v**2])) / v.size

@@ -24,7 +24,7 @@ import xarray as xr
 from attnlab.config import ExperimentConfig
 from attnlab.registry import Check, Preset, register
 from attnlab.sakai import distances as dist
-from attnlab.sakai.joint import projection_excess_kurtosis, sample_joint_limit, sample_network
+from attnlab.sakai.joint import mixture_excess_kurtosis, projection_excess_kurtosis, sample_joint_limit, sample_network
 from attnlab.sakai.kernel import attention_kernel, stack_kernel, token_kernel
 from attnlab.sakai.limit import limit_moments, sample_limit_tokens
 from attnlab.sakai.reference import sample_reference_stack
@@ -36,6 +36,7 @@ STACK = ("attention", "relu", "attention")
 """The deep stack of the preset: attention, a dense layer with ReLU, attention (all of width n)."""
 PROJECTIONS = ("one token", "two tokens of a sequence", "two sequences", "random")
 Z_TOL = 5.0  # every entry within 5 combined standard errors
+STACK_RESOLVED = 8.0  # the stack's draws stop once its checks' control lies this many combined SEs away (> Z_TOL)
 KS_ALPHA = 1e-3
 
 
@@ -53,7 +54,10 @@ class KernelConfig(ExperimentConfig):
     stack_heads: tuple[int, ...] = pydantic.Field((4, 8, 16), description="heads H of the stack's 1/H extrapolation")
     n_networks: int = pydantic.Field(50_000, ge=100, description="finite-width networks per width and H")
     n_limit: int = pydantic.Field(50_000, ge=100, description="draws of the infinite-width joint law per H")
-    n_stack: int = pydantic.Field(20_000, ge=100, description="networks and limit draws per H for the stack")
+    n_stack: int = pydantic.Field(20_000, ge=100, description="networks and limit draws per H for the stack, per round")
+    stack_rounds: int = pydantic.Field(
+        8, ge=1, description="rounds of n_stack draws at most: the stack is drawn round after round until its two "
+                             "checks' control, the joint law at H = 1, lies STACK_RESOLVED combined SEs away")
     n_points: int = pydantic.Field(2048, ge=2, description="scrambled Sobol points per replicate (a power of 2)")
     n_replicates: int = pydantic.Field(16, ge=2, description="randomised-QMC replicates")
     law_width: int = pydantic.Field(65536, ge=1, description="width of the finite-width draws compared in law with the "
@@ -127,6 +131,31 @@ def _extrapolate(means, ses, heads):
     return (S2 * Sy - S1 * Sxy) / det, np.sqrt(S2 / det)
 
 
+class _Draws:
+    """Draws of C (N, M, M) taken in rounds: the running mean and sum of squared deviations (chunks merged by the
+    parallel variance formula) and the projections ``w^T C w`` on the rows of ``W``, without keeping the draws."""
+
+    def __init__(self, W):
+        self.W, self.count, self.mean, self.m2, self.v = np.asarray(W), 0, 0.0, 0.0, []
+
+    def add(self, C):
+        C = np.asarray(C)
+        n, mean = C.shape[0], C.mean(0)
+        m2 = ((C - mean) ** 2).sum(0)
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * n / total if self.count else mean
+        self.m2 = self.m2 + m2 + delta**2 * self.count * n / total if self.count else m2
+        self.count = total
+        self.v.append(np.einsum("pi,nij,pj->np", self.W, C, self.W))
+
+    def mean_se(self):
+        return self.mean, np.sqrt(self.m2 / (self.count - 1) / self.count)
+
+    def projections(self):
+        return np.concatenate(self.v)
+
+
 def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     """Every quantity of one data set."""
     m, s, d = cfg.n_sequences, cfg.n_tokens, cfg.token_dim
@@ -191,25 +220,35 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
                mixing_limit=np.stack([v_lim[H][:, :2000] for H in cfg.heads]))
 
     # the stack: the finite-H limit law along stack_heads (and H = 1, the control), finite width at n_max, H = n_heads
+    # drawn in rounds of n_stack (round 0 from the keys of one round) until the control of both stack checks, the
+    # joint law at H = 1, lies STACK_RESOLVED combined SEs from what each check compares it with (the stack kernel,
+    # the finite width), at most stack_rounds: the H-dependence of the stack is small, and a fixed count that
+    # resolves it at every seed would cost most seeds several times the draws they need
     Hs = sorted(set(cfg.stack_heads) | {1, cfg.n_heads})
-    st_cov, st_se, st_kurt, st_kurt_se = [], [], [], []
-    for i, H in enumerate(Hs):
-        _, C = sample_joint_limit(jax.random.fold_in(ks[6], i), K0, n_tokens=s, n_heads=H, layers=STACK,
-                                  n_samples=cfg.n_stack, max_heads=max(Hs))
-        a, b = _mean_se(C)
-        st_cov.append(a)
-        st_se.append(b)
-        kk = [projection_excess_kurtosis(C, w) for w in W]
+    sel = [Hs.index(H) for H in cfg.stack_heads]
+    lim, fin = [_Draws(W) for _ in Hs], _Draws(W)
+    for r in range(cfg.stack_rounds):
+        for i, H in enumerate(Hs):
+            kr = jax.random.fold_in(ks[6], i) if r == 0 else jax.random.fold_in(jax.random.fold_in(ks[6], i), r)
+            lim[i].add(sample_joint_limit(kr, K0, n_tokens=s, n_heads=H, layers=STACK, n_samples=cfg.n_stack,
+                                          max_heads=max(Hs))[1])
+        fin.add(sample_network(ks[7] if r == 0 else jax.random.fold_in(ks[7], r), U, n=n_max, n_heads=cfg.n_heads,
+                               layers=STACK, n_samples=cfg.n_stack)[1])
+        h1, h1_se = lim[Hs.index(1)].mean_se()
+        fs, fs_se = fin.mean_se()
+        if min(_max_z(np.asarray(k2.mean), np.asarray(k2.se), h1, h1_se), _max_z(h1, h1_se, fs, fs_se)) >= STACK_RESOLVED:
+            break
+    st_cov, st_se = (np.stack(x) for x in zip(*(d.mean_se() for d in lim)))
+    st_kurt, st_kurt_se = [], []
+    for d in lim:
+        kk = [mixture_excess_kurtosis(v) for v in d.projections().T]
         st_kurt.append([k[0] for k in kk])
         st_kurt_se.append([k[1] for k in kk])
-    st_cov, st_se = np.stack(st_cov), np.stack(st_se)
-    sel = [Hs.index(H) for H in cfg.stack_heads]
     ext, ext_se = _extrapolate(st_cov[sel], st_se[sel], cfg.stack_heads)
-    _, Cs = sample_network(ks[7], U, n=n_max, n_heads=cfg.n_heads, layers=STACK, n_samples=cfg.n_stack)
-    fs, fs_se = _mean_se(Cs)
     out.update(stack_limit_cov=st_cov, stack_limit_cov_se=st_se, stack_extrapolated=ext, stack_extrapolated_se=ext_se,
                stack_finite_cov=fs, stack_finite_cov_se=fs_se, kurtosis_stack_limit=np.array(st_kurt),
-               kurtosis_stack_limit_se=np.array(st_kurt_se), stack_heads_all=np.array(Hs))
+               kurtosis_stack_limit_se=np.array(st_kurt_se), stack_heads_all=np.array(Hs),
+               stack_draws=np.int64(fin.count))
 
     # brute force (explicit weights) against the exact sampler at the reference width
     n_ref, H_ref, N_ref = cfg.reference_width, cfg.reference_heads, cfg.n_reference
@@ -311,6 +350,8 @@ def run(cfg: KernelConfig, key, progress=None) -> xr.Dataset:
         "stack_extrapolated_se": v(dt, "stack_extrapolated_se", "its standard error"),
         "stack_finite_cov": v(dt, "stack_finite_cov", "stack covariance at the largest width, H = n_heads"),
         "stack_finite_cov_se": v(dt, "stack_finite_cov_se", "its standard error"),
+        "stack_draws": v(("dataset",), "stack_draws", "networks and limit draws per H of the stack (rounds of n_stack "
+                                                      "until the control is resolved)"),
         "kurtosis_stack_limit": v(("dataset", "stack_heads", "projection"), "kurtosis_stack_limit",
                                   "excess kurtosis of w^T y, stack, joint law"),
         "kurtosis_stack_limit_se": v(("dataset", "stack_heads", "projection"), "kurtosis_stack_limit_se",
@@ -407,7 +448,8 @@ def summarize(ds: xr.Dataset, cfg: KernelConfig):
         one = D.stack_limit_cov.sel(stack_heads=1)
         checks.append(Check(f"{kind}: stack kernel vs the joint law extrapolated to H = inf (a + b/H over H = "
                             f"{', '.join(map(str, cfg.stack_heads))}; largest entrywise |z|)", 0.0,
-                            _max_z(S, Sse, E, Ese), Z_TOL, basis="5 combined SEs per entry (fit and QMC)",
+                            _max_z(S, Sse, E, Ese), Z_TOL,
+                            basis=f"5 combined SEs per entry (fit and QMC), {int(D.stack_draws)} draws per H",
                             control="the joint law at H = 1 (no extrapolation)",
                             control_simulation=_max_z(S, Sse, one.values,
                                                       D.stack_limit_cov_se.sel(stack_heads=1).values)))
@@ -416,7 +458,7 @@ def summarize(ds: xr.Dataset, cfg: KernelConfig):
         Fs, Fsse = D.stack_finite_cov.values, D.stack_finite_cov_se.values
         checks.append(Check(f"{kind}: stack covariance, n = {n_max} vs the joint law at H = {H} (largest entrywise |z|)",
                             0.0, _max_z(L.values, Lse.values, Fs, Fsse), Z_TOL,
-                            basis="5 combined SEs per entry (Monte Carlo of both)",
+                            basis=f"5 combined SEs per entry (Monte Carlo of both), {int(D.stack_draws)} draws each",
                             control="the joint law at H = 1", control_simulation=_max_z(
                                 one.values, D.stack_limit_cov_se.sel(stack_heads=1).values, Fs, Fsse)))
         metrics[f"{kind}_stack_kernel_vs_H{H}_max_abs"] = float(np.abs(S - L.values).max())
