@@ -396,8 +396,7 @@ def _preset(name, figure, description, defaults, quick):
 
 
 # quick sizes: fewer exact draws and bootstrap replicates; the brute-force reference keeps its full n_reference, which
-# its KS check needs to reject its control (the exact sampler at 1/n scaling: with 300-400 networks its KS statistic
-# was 1.1-1.9 critical values, so some seeds left the check inconclusive; with 2000, 2-3) and which costs little
+# its KS check needs to reject its control (the exact sampler at 1/n scaling) at every seed, and which costs little
 _QUICK = {"n_samples": 40_000, "n_seeds": 2, "n_boot": 50}
 _preset("sakai-vary-width", "Fig. 1a, 1b",
         "H = 2, n in {16, 64, 256, 1024}: finite-width densities approach the non-Gaussian limit; KL, KS, W1 with floors.",
