@@ -357,28 +357,26 @@ def _predict(Z, o: DohmatobOverlaps, lam, link):
     return jnp.sum(softmax_weights(lam * (Z @ u4)) * get_link(link)(Z @ v4), axis=-1)
 
 
+def _losses(key, size: int, o: DohmatobOverlaps, m: DohmatobModel, eps: float):
+    """``size`` samples of ``(f(X; u, v) - y)^2 - eps^2`` at the overlaps ``o``, tokens drawn in the frame."""
+    from attnlab.dohmatob.data import sample_dohmatob_in_frame
+
+    Z, y = sample_dohmatob_in_frame(key, size, m.L, m.gamma, eps, m.d, m.link)
+    return (_predict(Z, o, m.lam, m.link) - y) ** 2 - eps**2
+
+
 def mc_risk(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float = 0.0, chunk: int = 4000):
     """Monte Carlo of the exact risk ``E(f(X; u, v) - y)^2 - eps^2`` (eq. 10) of softmax attention at d = m.d (finite
     L, exact softmax) at the overlaps ``o``, drawn in the frame (:func:`attnlab.dohmatob.data.sample_dohmatob_in_frame`)
     in chunks of ``chunk`` sequences. Returns ``(mean, SE)``."""
-    from attnlab.dohmatob.data import sample_dohmatob_in_frame
-
     check_realisable(o)
     o = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), o)
-
-    def f(key, k):
-        Z, y = sample_dohmatob_in_frame(key, k, m.L, m.gamma, eps, m.d, m.link)
-        return (_predict(Z, o, m.lam, m.link) - y) ** 2 - eps**2
-
-    return mc_mean(key, f, n, chunk)
+    return mc_mean(key, lambda k, size: _losses(k, size, o, m, eps), n, chunk)
 
 
 def _mc_risk_points(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float):
-    from attnlab.dohmatob.data import sample_dohmatob_in_frame
-
     def one(key, oo):
-        Z, y = sample_dohmatob_in_frame(key, n, m.L, m.gamma, eps, m.d, m.link)
-        loss = (_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
+        loss = _losses(key, n, oo, m, eps)
         return jnp.mean(loss), jnp.std(loss, ddof=1) / math.sqrt(n)
 
     return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.mu.shape[0]), o))
@@ -411,18 +409,12 @@ def mc_risk_batches_to_se(keys, os, models, target_se, n: int, eps: float = 0.0,
     (:func:`attnlab.slr.mc_mean_to_se`: chunks of ``chunk`` sequences until SE <= the point's ``target_se``, at most
     ``n``; ``inf`` draws the minimum of two chunks, 0 all ``n``). ``target_se`` is a sequence of arrays shaped like
     ``os``' points. One compiled call; returns a list of ``(mean, SE, count)``."""
-    from attnlab.dohmatob.data import sample_dohmatob_in_frame
-
     os = [_points(o) for o in os]
     models = tuple(models)
 
     def points(key, o, target, m):
         def one(key, oo, t):
-            def f(k, size):
-                Z, y = sample_dohmatob_in_frame(k, size, m.L, m.gamma, eps, m.d, m.link)
-                return (_predict(Z, oo, m.lam, m.link) - y) ** 2 - eps**2
-
-            return mc_mean_to_se(key, f, t, n, chunk)
+            return mc_mean_to_se(key, lambda k, size: _losses(k, size, oo, m, eps), t, n, chunk)
 
         return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.mu.shape[0]), o, target))
 
