@@ -174,20 +174,16 @@ def test_the_example_plugin_lists_runs_sweeps_and_reproduces(tmp_path):
     env = {"COLUMNS": "200"}
     res = _attnlab("list", cwd=tmp_path, env_extra=env)
     assert res.returncode == 0 and "icl-lsa" in res.stdout and not res.stderr.strip(), res.stderr
-    res = _attnlab("run", "icl-lsa", "--quick", "--out", "run", cwd=tmp_path, env_extra=env)
+    res = _attnlab("run", "icl-lsa", "--quick", cwd=tmp_path, env_extra=env)  # into results/icl-lsa/<config hash>
     assert res.returncode == 0, res.stderr + res.stdout
     assert res.stdout.count(" yes ") == 6, res.stdout  # two checks per prompt length, all passed
     res = _attnlab("sweep", "icl-lsa", "--quick", "--grid", "condition=2,5", "--workers", "2", "--out", "sw",
                    "--no-figures", cwd=tmp_path, env_extra=env)
     assert res.returncode == 0 and "2/2 tasks finished" in res.stdout, res.stderr[-2000:]
-    res = _attnlab("reproduce", "icl", "--quick", "--out", "rep", "--workers", "1", cwd=tmp_path, env_extra=env)
-    assert res.returncode == 0, res.stderr[-2000:]
-    report = (tmp_path / "rep" / "report.md").read_text()
+    # the plugin's finished run is found and reused by reproduce, as a built-in preset's is
+    res = _attnlab("reproduce", "icl", "--quick", "--out", "results", "--workers", "1", cwd=tmp_path, env_extra=env)
+    assert res.returncode == 0 and "icl-lsa: reusing finished run" in res.stderr, res.stderr[-2000:]
+    report = (tmp_path / "results" / "report.md").read_text()
     assert "## icl-lsa" in report and "Zhang, Frei, Bartlett" in report
 
 
-@needs_example
-def test_the_example_plugin_passes_the_kit():
-    import attnlab.testing
-
-    attnlab.testing.check_preset("icl-lsa", determinism=False)
