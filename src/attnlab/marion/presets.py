@@ -13,6 +13,7 @@ reduced chain on the overlaps, exact in law, with a held-out estimate on fresh s
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Literal
 
 import jax
@@ -97,19 +98,35 @@ class MarionConfig(ExperimentConfig):
                          lambda0=self.lambda0, schedule=self.lambda_schedule, schedule_rate=self.schedule_rate)
 
 
-def _initial_vectors(key, cfg: MarionConfig):
-    """Per repeat: a fresh teacher (k*, v*) and the initial (k, v) (official ``init_star`` and initialisers)."""
+@partial(jax.jit, static_argnames=("d", "n_repeats", "init"))
+def _start(key, d: int, n_repeats: int, init: str):
+    """The run's keys ``(train, vectors, mc, frame, bayes)`` (``train``: one per repeat) and, per repeat, a fresh
+    teacher (k*, v*), the initial (k, v) (official ``init_star`` and initialisers) and their overlaps: one
+    program instead of one per array operation."""
+    k_init, k_train, k_vec, k_mc, k_bayes = jax.random.split(key, 5)
 
     def one(key):
         kt, ki = jax.random.split(key)
-        k_star, v_star = sample_teacher(kt, cfg.d)
-        if cfg.init == "manifold":
-            k, v = init_manifold(ki, k_star, v_star)
-        else:
-            k, v = init_sphere(ki, cfg.d)
+        k_star, v_star = sample_teacher(kt, d)
+        k, v = init_manifold(ki, k_star, v_star) if init == "manifold" else init_sphere(ki, d)
         return k_star, v_star, k, v
 
-    return jax.vmap(one)(jax.random.split(key, cfg.n_repeats))
+    k_star, v_star, k, v = jax.vmap(one)(jax.random.split(k_init, n_repeats))
+    keys = (jax.random.split(k_train, n_repeats), k_vec, k_mc, jax.random.fold_in(k_mc, 1), k_bayes)
+    return keys, (k_star, v_star, k, v), jax.vmap(overlaps)(k, v, k_star, v_star)
+
+
+@partial(jax.jit, static_argnames=("schedule", "d", "L"))
+def _closed_forms(traj: Overlaps, steps, lambda0, schedule: bool, rate, gamma, d: int, L: int):
+    """Along a trajectory (overlaps (steps, repeats)): ``lambda_t``, the closed-form excess risk, the oracle's, the
+    spurious point and its risk at the final ``lambda_t``, and the distance to M (one program)."""
+    lam = lambda_at(steps, lambda0, schedule, rate)
+    spurious_o, spurious = spurious_point(lam[-1], gamma, d, L)
+    return (lam, population_excess_risk(traj, lam[:, None], gamma, d, L), oracle_excess_risk(lam, gamma, d, L),
+            spurious_o, spurious, distance_to_manifold(traj))
+
+
+_vectors_from_overlaps = jax.jit(vectors_from_overlaps, static_argnames="d")
 
 
 def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
@@ -118,8 +135,8 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     ``progress(done, total)`` advances per segment of steps (20 segments), then once for the cross-simulator run and
     once for the Monte Carlo checks.
     """
-    k_init, k_train, k_vec, k_mc, k_bayes = jax.random.split(key, 5)
-    k_frame = jax.random.fold_in(k_mc, 1)
+    (train_keys, k_vec, k_mc, k_frame, k_bayes), (k_star, v_star, k0, v0), o0 = _start(key, cfg.d, cfg.n_repeats,
+                                                                                         cfg.init)
     p = cfg.params()
     n_seg, extra = 20, 2
 
@@ -128,12 +145,8 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
             progress(done * n_seg / max(total, 1), n_seg + extra)
 
     report(0, n_seg)
-    k_star, v_star, k0, v0 = _initial_vectors(k_init, cfg)
-    o0 = jax.vmap(overlaps)(k0, v0, k_star, v_star)
-    train_keys = jax.random.split(k_train, cfg.n_repeats)
     n_logs = cfg.n_steps // cfg.log_every
     steps = np.arange(n_logs + 1) * cfg.log_every
-    lam = np.asarray(lambda_at(steps, cfg.lambda0, cfg.lambda_schedule, cfg.schedule_rate))
     test = None
     cross = None
     if cfg.algorithm == "pgd":
@@ -162,16 +175,15 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
             test = test.T
     report(n_seg + 1, n_seg)
     traj = jax.tree.map(np.asarray, traj)
-    excess = np.asarray(population_excess_risk(traj, lam[:, None], cfg.gamma, cfg.d, cfg.L))
-    oracle = np.asarray(oracle_excess_risk(lam, cfg.gamma, cfg.d, cfg.L))
-    spurious_o, spurious = spurious_point(lam[-1], cfg.gamma, cfg.d, cfg.L)
+    lam, excess, oracle, spurious_o, spurious, distance = jax.tree.map(np.asarray, _closed_forms(
+        traj, steps, cfg.lambda0, cfg.lambda_schedule, cfg.schedule_rate, cfg.gamma, cfg.d, cfg.L))
 
     # Closed form against Monte Carlo at the final iterate of repeat 0, in R^d with a uniformly random J0, and with
     # sequences drawn in the frame (exact in law) to tell the final iterate's risk from the spurious point's (or the
     # oracle's, when repeat 0 ends at the spurious point). Each draws until its SE resolves the check from its
     # control (SE <= gap / 12, at most n_mc / n_mc_frame samples).
     o_final = jax.tree.map(lambda x: jnp.asarray(x[-1, 0]), traj)
-    ks, vs, k, v = vectors_from_overlaps(k_vec, o_final, cfg.d)
+    ks, vs, k, v = _vectors_from_overlaps(k_vec, o_final, cfg.d)
     theory0 = excess[-1, 0]
     frame_control = oracle[-1] if _at_spurious(traj.eta[-1, 0]) else spurious
     mc, mc_se, mc_n = mc_excess_risk_to_se(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc,
@@ -183,7 +195,7 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
 
     dims = ("step", "repeat")
     data = {name: (dims, np.asarray(x), {"units": "1", "long_name": name}) for name, x in traj._asdict().items()}
-    data["distance_to_manifold"] = (dims, np.asarray(distance_to_manifold(traj)),
+    data["distance_to_manifold"] = (dims, distance,
                                     {"units": "1", "long_name": "sqrt(theta^2 + eta^2 + rho^2)"})
     data["excess_risk"] = (dims, excess, {"units": "y^2", "long_name": "closed-form E(T-y)^2 - eps^2"})
     data["lambda"] = (("step",), lam, {"units": "1", "long_name": "attention scale lambda_t"})
