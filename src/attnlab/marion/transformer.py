@@ -370,23 +370,31 @@ def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size)
 @partial(jax.jit, static_argnames=("sz", "K", "offset", "per_seg"))
 def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: int, offset: int, per_seg: int):
     """``per_seg`` blocks of ``K`` updates of every arm and run (``lax.scan``); logs after the first ``offset``
-    updates of each block. ``step_keys`` (runs, per_seg, K): the keys of those updates."""
+    updates of each block. ``step_keys`` (runs, per_seg, K): the keys of those updates.
+
+    The runs go one after the other (``lax.map``) and the arms of a run together (``vmap``, on the run's draws,
+    made once): vectorising the runs as well batches every small matrix product of the update over 2 x 20 weight
+    sets, which XLA's CPU backend computed 1.6 times slower than the runs in sequence."""
     gamma, eps, step_size = consts
 
-    def one(params, keys, run, arm):
+    def one(xs):
+        params, keys, run = xs  # params: leading axis arm
+
         def step(p, k):
-            return _step(p, k, run, arm, sz, gamma, eps, step_size), None
+            return jax.vmap(lambda pa, arm: _step(pa, k, run, arm, sz, gamma, eps, step_size))(p, arms), None
 
         def block(p, ks):
             p, _ = jax.lax.scan(step, p, ks[:offset])
-            logged = _log(p, run, arm, sz, gamma, eps)
+            logged = jax.vmap(lambda pa, arm: _log(pa, run, arm, sz, gamma, eps))(p, arms)
             p, _ = jax.lax.scan(step, p, ks[offset:])
             return p, logged
 
         return jax.lax.scan(block, params, keys)
 
-    over_runs = jax.vmap(one, in_axes=(0, 0, 0, None))
-    return jax.vmap(over_runs, in_axes=(0, None, None, 0))(params, step_keys, runs, arms)
+    by_run = jax.tree.map(lambda a: jnp.moveaxis(a, 1, 0), params)  # (run, arm, ...)
+    params, logged = jax.lax.map(one, (by_run, step_keys, runs))  # logged: (run, block, arm, ...)
+    return (jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1), params),
+            jax.tree.map(lambda a: jnp.moveaxis(a, 2, 0), logged))  # (arm, run, ...), (arm, run, block, ...)
 
 
 @partial(jax.jit, static_argnames=("sz",))
