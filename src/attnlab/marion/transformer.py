@@ -413,8 +413,8 @@ def _segment_count(n_logs: int, requested: int) -> int:
 
 def train(params0, runs: RunData, step_keys, arms: Arm, sz: Sizes, *, gamma, eps, step_size, n_steps: int,
           log_every: int, notebook_logging: bool, progress=None, n_segments: int = 20):
-    """SGD of every arm and run: ``lax.scan`` over updates, ``vmap`` over runs and arms (common random numbers: the
-    arms share each run's keys).
+    """SGD of every arm and run: ``lax.scan`` over updates, ``lax.map`` over runs and ``vmap`` over arms (common
+    random numbers: the arms share each run's keys and draws).
 
     ``params0``: initial :class:`Params` with leading axes (arm, run); ``runs``: the runs' registers, teachers and
     test keys (leading axis run); ``step_keys`` (run, n_steps): the key of each update; ``arms``: :class:`Arm`

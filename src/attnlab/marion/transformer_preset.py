@@ -12,11 +12,11 @@ SGD with batch 128, a held-out set of 1000 sequences per run, logs every 100 upd
   ``2e-2``, 10 000 updates, 10 runs; the alignments of the two heads with the two directions are matched to curves
   "h = 1, 2" by an assignment of heads to directions.
 
-**Simulation.** Every run of every model trains in float64 (``lax.scan`` over updates, ``vmap`` over runs and
-models, :func:`attnlab.marion.transformer.train`). With ``paired`` (default) the corrected model and the notebook's
-run side by side on the same random numbers (initial draws, teachers, batches, held-out sets): the dimension
-``model`` holds the config's model and the other one. Beside the logged diagnostics the run computes, at the final
-state: a Monte Carlo excess risk with ``n_mc`` fresh sequences, the LayerNorm floor of each run
+**Simulation.** Every run of every model trains in float64 (``lax.scan`` over updates, the runs in sequence and the
+models of a run together, :func:`attnlab.marion.transformer.train`). With ``paired`` (default) the corrected model
+and the notebook's run side by side on the same random numbers (initial draws, teachers, batches, held-out sets):
+the dimension ``model`` holds the config's model and the other one. Beside the logged diagnostics the run computes,
+at the final state: a Monte Carlo excess risk with ``n_mc`` fresh sequences, the LayerNorm floor of each run
 (:func:`attnlab.marion.transformer.layernorm_floor`), and the forward-pass checks on ``n_forward`` sequences.
 
 **The official notebooks' defects, each a switch** (``official=true`` sets the notebook's choice for every switch not
@@ -439,8 +439,8 @@ def _run(cfg: TransformerConfig, key, progress) -> xr.Dataset:
 
 def memory_bytes(cfg: TransformerConfig) -> float:
     """An upper bound of the bytes a run takes: every run's and model's batch and held-out set with the forward and
-    backward temporaries (vectorised together), the update keys, the logs, and one run's Monte Carlo chunk and
-    LayerNorm-floor draws at a time."""
+    backward temporaries (as if vectorised together: a bound also for the runs in sequence), the update keys, the
+    logs, and one run's Monte Carlo chunk and LayerNorm-floor draws at a time."""
     f64 = 8.0
     A = 2.0 if cfg.paired else 1.0
     R, L, d, J = float(cfg.n_repeats), float(cfg.L), float(cfg.d), float(cfg.N_SIGNALS)
