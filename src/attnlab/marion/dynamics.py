@@ -115,8 +115,10 @@ def init_manifold(key, k_star, v_star):
     return k, v / jnp.linalg.norm(v)
 
 
+@partial(jax.jit, static_argnames="d")
 def vectors_from_overlaps(key, o: Overlaps, d: int):
-    """Vectors ``(k_star, v_star, k, v)`` in R^d with the given overlaps, in a uniformly random orthonormal frame."""
+    """Vectors ``(k_star, v_star, k, v)`` in R^d with the given overlaps, in a uniformly random orthonormal frame
+    (one compiled program per d)."""
     E = orthonormal_frame(key, d, 4)
     k4, v4 = frame_coordinates(o)
     return E[0], E[1], k4 @ E, v4 @ E

@@ -126,9 +126,6 @@ def _closed_forms(traj: Overlaps, steps, lambda0, schedule: bool, rate, gamma, d
             spurious_o, spurious, distance_to_manifold(traj))
 
 
-_vectors_from_overlaps = jax.jit(vectors_from_overlaps, static_argnames="d")
-
-
 def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     """Simulate every repeat, evaluate the closed-form risk along the way, and the Monte Carlo / cross checks.
 
@@ -183,7 +180,7 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     # oracle's, when repeat 0 ends at the spurious point). Each draws until its SE resolves the check from its
     # control (SE <= gap / 12, at most n_mc / n_mc_frame samples).
     o_final = jax.tree.map(lambda x: jnp.asarray(x[-1, 0]), traj)
-    ks, vs, k, v = _vectors_from_overlaps(k_vec, o_final, cfg.d)
+    ks, vs, k, v = vectors_from_overlaps(k_vec, o_final, cfg.d)
     theory0 = excess[-1, 0]
     frame_control = oracle[-1] if _at_spurious(traj.eta[-1, 0]) else spurious
     mc, mc_se, mc_n = mc_excess_risk_to_se(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc,
