@@ -205,3 +205,28 @@ def test_deferred_refuses_a_target_without_module_and_name():
     for bad in ("attnlab.sakai.figures", ":plot", "attnlab.sakai.figures:"):
         with pytest.raises(ValueError):
             deferred(bad)
+
+
+def test_help_defers_markdown_and_tracebacks_and_prints_what_typer_prints():
+    """``attnlab -h`` loads Typer's help formatter without ``rich.markdown`` and ``rich.traceback``
+    (:mod:`attnlab.app.help_format`): the same page as with the formatter imported the plain way, and a later
+    ``import rich.markdown`` is the real module."""
+    code = textwrap.dedent("""
+        import contextlib, io, json, sys
+        if sys.argv[1] == "plain":
+            import typer.rich_utils
+        from attnlab.app.cli import main
+        page = io.StringIO()
+        with contextlib.redirect_stdout(page):
+            rc = main(["run", "-h"])
+        loaded = [m for m in ("markdown_it", "pygments", "rich.markdown", "rich.traceback") if m in sys.modules]
+        import rich.markdown, typer.rich_utils
+        real = type(typer.rich_utils.Markdown("*x*")) is rich.markdown.Markdown
+        print(json.dumps({"page": page.getvalue(), "rc": rc, "loaded": loaded, "real": real}))
+    """)
+    env = {**os.environ, "COLUMNS": "120"}
+    deferred, plain = [json.loads(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
+                                                 env=env, timeout=600, check=True).stdout) for how in ("deferred", "plain")]
+    assert deferred["page"] == plain["page"] and "Usage: attnlab run" in deferred["page"]
+    assert deferred["rc"] == plain["rc"] == 0 and deferred["real"] and plain["real"]
+    assert deferred["loaded"] == [] and "rich.markdown" in plain["loaded"]  # the control: the plain way loads it

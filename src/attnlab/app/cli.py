@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-from attnlab.app import interrupt
+from attnlab.app import help_format, interrupt
 from attnlab.errors import AttnlabError
 
 try:  # recent Typer vendors click as typer._click; older releases depend on click itself
@@ -532,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         argv = ["--help"]
+    if any(a in ("-h", "--help") for a in argv):
+        help_format.load()
     _size_consoles()
     try:
         with interrupt.catching_sigint():
