@@ -3,8 +3,15 @@ from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # the catalogue cache of attnlab list/show (attnlab.app.catalogue) in a directory of the test session's, inherited by
-# the command lines the tests start: the user's own cache is never written by the tests
-os.environ.setdefault("ATTNLAB_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="attnlab-test-catalogue-"))
+# the test workers and the command lines the tests start, removed by the process that made it when it exits: the
+# user's own cache is never written by the tests
+if "ATTNLAB_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["ATTNLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="attnlab-test-catalogue-")
+    atexit.register(shutil.rmtree, os.environ["ATTNLAB_CACHE_DIR"], ignore_errors=True)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
