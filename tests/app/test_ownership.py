@@ -2,11 +2,13 @@
 at the end of a run, damaged runs, and the process around attnlab.run."""
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,33 @@ def test_the_second_of_two_concurrent_writers_is_refused(tmp_path, monkeypatch, 
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "another attnlab process is writing to same" in lines[0], res.stderr
     assert not (tmp_path / "same").exists()
+
+
+def test_writer_locks_exclude_each_other_and_leave_no_lock_file(tmp_path):
+    """Four processes add one to a counter 50 times each under the lock of one path (``wait=True``): no update is
+    lost although each holder removes the lock file on release, and no lock file is left (a lock that is not a
+    lock loses updates: the control, the same loop without it)."""
+    code = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from attnlab.app import ownership
+        counter, locked = Path(sys.argv[1]), sys.argv[2] == "locked"
+        for _ in range(50):
+            with ownership.writer_lock(counter.parent / "out", wait=True) if locked else open(counter):
+                n = int(counter.read_text() or 0)  # unlocked, a write may be half done
+                counter.write_text(str(n + 1))
+    """)
+    name = ownership._lock_dir() / (hashlib.sha256(ownership._key(tmp_path / "out").encode()).hexdigest()[:20]
+                                    + ".lock")
+    totals = {}
+    for how in ("locked", "unlocked"):
+        counter = tmp_path / "counter"
+        counter.write_text("0")
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(counter), how]) for _ in range(4)]
+        assert all(p.wait(timeout=300) == 0 for p in procs)
+        totals[how] = int(counter.read_text() or 0)
+    assert totals["locked"] == 200 and not name.exists()
+    assert totals["unlocked"] < 200  # the control
 
 
 def test_two_concurrent_runs_of_different_configs_never_both_say_done(tmp_path):

@@ -245,30 +245,46 @@ def _lock_dir() -> Path:
 @contextlib.contextmanager
 def writer_lock(path: Path, *, wait: bool = False, what: str = "writing to") -> Iterator[None]:
     """Hold the lock of the output ``path`` (resolved: a link and its target share one) for the block. With
-    ``wait=False`` a lock held by another process raises :class:`AttnlabError` at once, in one line."""
+    ``wait=False`` a lock held by another process raises :class:`AttnlabError` at once, in one line.
+
+    The lock is an ``flock`` on a file of the temporary folder named by the path's hash; the holder removes the file
+    before releasing it, so that no lock file outlives its writer. A process that locked a file another one had just
+    removed finds that the name no longer leads to it (another inode, or none) and locks the file of that name
+    again."""
     key = _key(path)
     if key in _HELD:  # this process holds it already (the command line around the store): re-entrant
         yield
         return
     directory = _lock_dir()
-    try:
-        directory.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(directory / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.lock", os.O_RDWR | os.O_CREAT,
-                     0o600)
-    except OSError:  # no lock to be had (a read-only temporary folder): go on unserialised
-        yield
-        return
-    try:
+    name = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.lock"
+    while True:
+        try:
+            directory.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:  # no lock to be had (a read-only temporary folder): go on unserialised
+            yield
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
+            os.close(fd)
             raise AttnlabError(f"another attnlab process is {what} {path}: run again when it has finished") from None
-        _HELD.add(key)
         try:
-            yield
-        finally:
-            _HELD.discard(key)
+            current = os.stat(name).st_ino
+        except OSError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            break
+        os.close(fd)  # the holder before us removed this file: lock the one the name leads to now
+    _HELD.add(key)
+    try:
+        yield
     finally:
+        _HELD.discard(key)
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
         os.close(fd)
 
 
