@@ -31,6 +31,9 @@ def test_version(capsys):
     out = capsys.readouterr().out
     assert re.fullmatch(r"attnlab \d+\.\d+\.\d+\S*\n", out), out
     assert out.split()[1] == attnlab.__version__
+    from importlib import metadata
+
+    assert metadata.version("attnlab") == attnlab.__version__  # pyproject.toml takes it from there
 
 
 def test_every_command_is_registered():

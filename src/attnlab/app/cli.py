@@ -63,14 +63,10 @@ def _size_consoles() -> None:
 
 
 def _version_text() -> str:
-    from importlib import metadata
-
+    """attnlab's version: ``attnlab.__version__``, from which the package metadata takes it (``pyproject.toml``)."""
     import attnlab
 
-    try:
-        return metadata.version("attnlab")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return attnlab.__version__
+    return attnlab.__version__
 
 
 def _print_version(value: bool) -> None:
