@@ -42,12 +42,21 @@ def _by_link(fn, models):
     return lambda z, i: jax.lax.switch(i, branches, z)
 
 
-def _solve_batch(field, y0, links, ts):
-    """The flows of ``field(y, link)`` from the rows of ``y0``, row ``j`` with link index ``links[j]`` (one compiled,
-    vmapped solve): the trajectories (NaN where a solve failed) and whether each solve failed."""
-    sol = jax.jit(jax.vmap(lambda y, i: integrate(field, y, ts, i)))(y0, links)
-    ok = np.asarray(sol.succeeded)
-    return np.where(ok[:, None, None], np.asarray(sol.ys), np.nan), ~ok
+def _solve_batch(field, y0, ts):
+    """The flows of ``field(y, link)`` from the rows of ``y0[link]`` (n_links, k, dim), in one compiled program: the
+    solve is traced once with the link's index a traced scalar (``lax.map`` over the links, ``vmap`` over the rows),
+    so that ``lax.switch`` runs the link's own branch only (under ``vmap`` over a batched index every branch would be
+    evaluated for every row, at every step of the slowest trajectory). Returns the trajectories (n_links, k,
+    len(ts), dim) (NaN where a solve failed) and whether each solve failed (n_links, k)."""
+
+    def per_link(args):
+        rows, i = args
+        sol = jax.vmap(lambda y: integrate(field, y, ts, i))(rows)
+        return sol.ys, sol.succeeded
+
+    ys, ok = jax.jit(lambda y0: jax.lax.map(per_link, (y0, jnp.arange(y0.shape[0]))))(y0)
+    ok = np.asarray(ok)
+    return np.where(ok[..., None, None], np.asarray(ys), np.nan), ~ok
 
 
 # Prop. 10 as printed (the ReLU item with the typo fixed as in its proof, App. F.3)
@@ -110,9 +119,7 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     n_links, n_starts = len(models), len(starts)
     f2, f4 = _by_link(field2, models), _by_link(field4, models)
     # every link's flows from every start in one solve
-    traj, failed2 = _solve_batch(f2, jnp.asarray(np.tile(starts, (n_links, 1))), jnp.repeat(jnp.arange(n_links),
-                                                                                            n_starts), ts)
-    traj = traj.reshape(n_links, n_starts, len(ts), 2)
+    traj, failed2 = _solve_batch(f2, jnp.asarray(np.broadcast_to(starts, (n_links, n_starts, 2))), ts)
     fields = np.asarray(jax.jit(jax.vmap(lambda i: jax.vmap(lambda z: f2(z, i))(grid_points)))(
         jnp.arange(n_links))).reshape(n_links, FIELD_GRID, FIELD_GRID, 2)
     # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|, and,
@@ -120,8 +127,7 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     on_m = starts[:: max(1, n_starts // 8)]
     y4 = np.concatenate([on_m, np.zeros((len(on_m), 2))], axis=1)
     y4 = np.concatenate([y4, np.concatenate([on_m, np.full((len(on_m), 2), OFF_M)], axis=1)])
-    t4, failed4 = _solve_batch(f4, jnp.asarray(np.tile(y4, (n_links, 1))), jnp.repeat(jnp.arange(n_links), len(y4)),
-                               ts)
+    t4, failed4 = _solve_batch(f4, jnp.asarray(np.broadcast_to(y4, (n_links, *y4.shape))), ts)
     t4 = t4.reshape(n_links, 2, len(on_m), len(ts), 4)
     inv = np.max(np.abs(t4[:, 0, :, :, 2:]), axis=(1, 2, 3))
     inv_control = np.max(np.abs(t4[:, 1, :, :, 2:]), axis=(1, 2, 3))
