@@ -5,6 +5,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 
 import jax
 import pytest
@@ -200,6 +201,17 @@ def test_the_size_bound_counts_each_linked_file_once_and_spares_held_slots(tmp_p
             os.close(fd)
     finally:
         os.close(busy)
+
+
+def test_the_size_is_measured_at_most_once_an_interval(tmp_path):
+    """The first claim measures the size, the next ones within TRIM_INTERVAL_S do not, one after it does again."""
+    from attnlab import runtime
+
+    assert runtime._trim_due(tmp_path)
+    assert not runtime._trim_due(tmp_path)
+    past = time.time() - runtime.TRIM_INTERVAL_S - 1
+    os.utime(tmp_path / runtime._TRIM_MARK, (past, past))
+    assert runtime._trim_due(tmp_path) and not runtime._trim_due(tmp_path)
 
 
 def test_cache_off_leaves_jax_alone(monkeypatch):

@@ -36,6 +36,7 @@ import fcntl
 import functools
 import gc
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -98,7 +99,15 @@ def _claim_slot(base: Path) -> tuple[int, Path] | None:
 
 def _entries(directory: Path) -> list[Path]:
     """A slot's cache entries (its lock and claim mark left out)."""
-    return [p for p in directory.iterdir() if not p.name.startswith(".")]
+    return [directory / name for name in _names(directory)]
+
+
+def _names(directory: Path) -> list[str]:
+    """The names of a slot's cache entries (one ``listdir``: a slot holds thousands)."""
+    try:
+        return [name for name in os.listdir(directory) if not name.startswith(".")]
+    except OSError:
+        return []
 
 
 def _seed(base: Path, directory: Path) -> int:
@@ -107,7 +116,7 @@ def _seed(base: Path, directory: Path) -> int:
     non-blocking, for the copy) every entry is linked; from a slot a running process holds, only the entries older
     than that process's claim (``.claimed``): the process may be writing the newer ones. Links cost no space and
     leave each slot whole when another is trimmed. Returns the number of entries linked."""
-    have = {p.name for p in directory.iterdir()}
+    have = set(_names(directory))
     linked = 0
     for other in sorted(base.glob("slot-*")):
         if other == directory or not other.is_dir():
@@ -125,20 +134,21 @@ def _seed(base: Path, directory: Path) -> int:
                     before = (other / _CLAIMED).stat().st_mtime_ns
                 except OSError:
                     continue
-            for entry in _entries(other):
-                if entry.name in have:
+            for name in _names(other):
+                if name in have:
                     continue
+                entry = other / name
                 try:
                     if before is not None and entry.stat().st_mtime_ns >= before:
                         continue
-                    os.link(entry, directory / entry.name)
+                    os.link(entry, directory / name)
                 except FileExistsError:
                     pass
                 except FileNotFoundError:  # trimmed meanwhile
                     continue
                 except OSError:  # no hard links on this file system: each slot keeps its own programs
                     return linked
-                have.add(entry.name)
+                have.add(name)
                 linked += 1
         finally:
             os.close(fd)
@@ -149,13 +159,17 @@ def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
     """Empty the cache when its entries exceed ``max_bytes``, each file counted once however many slots link it: the
     claimed ``directory`` and every free slot (its lock taken, non-blocking); a held slot is emptied when it is next
     claimed. Returns whether the cache was emptied."""
-    sizes = {}
+    first = {}  # inode (from the directory listing, no stat) -> a path that links it
     for slot in base.glob("slot-*"):
-        for p in _entries(slot):
-            with contextlib.suppress(OSError):
-                st = p.stat()
-                sizes[(st.st_dev, st.st_ino)] = st.st_size
-    if sum(sizes.values()) <= max_bytes:
+        with contextlib.suppress(OSError), os.scandir(slot) as listing:
+            for entry in listing:
+                if not entry.name.startswith("."):
+                    first.setdefault(entry.inode(), entry.path)
+    total = 0
+    for path in first.values():
+        with contextlib.suppress(OSError):
+            total += os.stat(path).st_size
+    if total <= max_bytes:
         return False
     for slot in base.glob("slot-*"):
         if slot != directory:
@@ -177,6 +191,28 @@ def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
     return True
 
 
+TRIM_INTERVAL_S = 600.0
+"""The cache's size is measured (:func:`_trim`) by at most one claiming process in this many seconds: measuring
+means a listing of every slot and a ``stat`` of each file, tenths of a second for a cache of thousands of programs,
+which every command, Dask worker and test worker would otherwise pay on start. The bound is then exceeded at most by
+what is compiled in that time."""
+_TRIM_MARK = ".trim-checked"
+
+
+def _trim_due(base: Path) -> bool:
+    """Whether the cache's size is to be measured now: :data:`TRIM_INTERVAL_S` since the last measure (the mark's
+    modification time), which this call records."""
+    mark = base / _TRIM_MARK
+    try:
+        if time.time() - mark.stat().st_mtime < TRIM_INTERVAL_S:
+            return False
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        mark.touch()
+    return True
+
+
 def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | None = None) -> Path | None:
     """Turn on JAX's persistent compilation cache in a directory of this process's own under ``path`` (default
     :func:`default_cache_dir`), and return it (None when the cache is off or cannot be had: the run goes on without).
@@ -187,8 +223,9 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     a process hard-links into it the complete entries of the other slots (:func:`_seed`), so it finds every program
     compiled by the processes that ended before it started, in whichever slot. When the cache's entries (each file
     counted once) exceed ``max_mb`` (default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048), a claiming process empties its
-    slot and every free one (:func:`_trim`). Every program is cached, however quick its
-    compilation: a new process then skips the hundreds of small compilations a preset needs."""
+    slot and every free one (:func:`_trim`; the size is measured at most once in :data:`TRIM_INTERVAL_S`). Every
+    program is cached, however quick its compilation: a new process then skips the hundreds of small compilations a
+    preset needs."""
     global _SLOT
     import jax
 
@@ -203,7 +240,8 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
         if _SLOT is None:
             return None
         size = max_mb if max_mb is not None else float(os.environ.get("ATTNLAB_JAX_CACHE_MAX_MB", 2048))
-        _trim(base, _SLOT[1], size * 2**20)
+        if _trim_due(base):
+            _trim(base, _SLOT[1], size * 2**20)
         _seed(base, _SLOT[1])
     jax.config.update("jax_compilation_cache_dir", str(_SLOT[1]))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
