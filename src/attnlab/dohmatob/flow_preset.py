@@ -43,11 +43,11 @@ def _by_link(fn, models):
 
 
 def _solve_batch(field, y0, ts):
-    """The flows of ``field(y, link)`` from the rows of ``y0[link]`` (n_links, k, dim), in one compiled program: the
-    solve is traced once with the link's index a traced scalar (``lax.map`` over the links, ``vmap`` over the rows),
-    so that ``lax.switch`` runs the link's own branch only (under ``vmap`` over a batched index every branch would be
-    evaluated for every row, at every step of the slowest trajectory). Returns the trajectories (n_links, k,
-    len(ts), dim) (NaN where a solve failed) and whether each solve failed (n_links, k)."""
+    """The flows of ``field(y, g)`` from the rows of ``y0[g]`` (n_groups, k, dim), in one compiled program: the
+    solve is traced once with the group's index a traced scalar (``lax.map`` over the groups, ``vmap`` over the
+    rows), so that ``lax.switch`` runs the group's own branch only (under ``vmap`` over a batched index every branch
+    would be evaluated for every row, at every step of the slowest trajectory). Returns the trajectories (n_groups,
+    k, len(ts), dim) (NaN where a solve failed) and whether each solve failed (n_groups, k)."""
 
     def per_link(args):
         rows, i = args
@@ -57,6 +57,11 @@ def _solve_batch(field, y0, ts):
     ys, ok = jax.jit(lambda y0: jax.lax.map(per_link, (y0, jnp.arange(y0.shape[0]))))(y0)
     ok = np.asarray(ok)
     return np.where(ok[..., None, None], np.asarray(ys), np.nan), ~ok
+
+
+def _pad_rows(n: int, size: int) -> np.ndarray:
+    """Row indices ``0 .. n - 1`` padded to ``size`` by repeating row 0 (the padding computes that row again)."""
+    return np.concatenate([np.arange(n), np.zeros(size - n, dtype=int)])
 
 
 # Prop. 10 as printed (the ReLU item with the typo fixed as in its proof, App. F.3)
@@ -117,18 +122,27 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     grid_points = jnp.asarray(np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2))  # row: nu, column: mu
     models = [DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link) for link in cfg.links]
     n_links, n_starts = len(models), len(starts)
-    f2, f4 = _by_link(field2, models), _by_link(field4, models)
-    # every link's flows from every start in one solve
-    traj, failed2 = _solve_batch(f2, jnp.asarray(np.broadcast_to(starts, (n_links, n_starts, 2))), ts)
-    fields = np.asarray(jax.jit(jax.vmap(lambda i: jax.vmap(lambda z: f2(z, i))(grid_points)))(
-        jnp.arange(n_links))).reshape(n_links, FIELD_GRID, FIELD_GRID, 2)
+    f2 = _by_link(field2, models)
     # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|, and,
-    # as the check's control, from the same points a distance OFF_M off M (one solve for both and every link)
+    # as the check's control, from the same points a distance OFF_M off M
     on_m = starts[:: max(1, n_starts // 8)]
     y4 = np.concatenate([on_m, np.zeros((len(on_m), 2))], axis=1)
     y4 = np.concatenate([y4, np.concatenate([on_m, np.full((len(on_m), 2), OFF_M)], axis=1)])
-    t4, failed4 = _solve_batch(f4, jnp.asarray(np.broadcast_to(y4, (n_links, *y4.shape))), ts)
-    t4 = t4.reshape(n_links, 2, len(on_m), len(ts), 4)
+    # every link's 2-D flows from every start and 4-D flows from y4 in one solve (one trace of the integrator): a 2-D
+    # flow runs as two copies of itself, (mu, nu, mu, nu) under (field2, field2), which leaves the RMS error norm and
+    # so every step of the 2-D solve as they were; the 4-D rows are padded to the 2-D count with their first row
+    n_rows = max(n_starts, len(y4))
+    twice = _by_link(lambda z, m: jnp.concatenate([field2(z[:2], m)] * 2), models)
+    f4 = _by_link(field4, models)
+    y0 = np.concatenate([np.broadcast_to(np.tile(starts, 2)[_pad_rows(n_starts, n_rows)], (n_links, n_rows, 4)),
+                         np.broadcast_to(y4[_pad_rows(len(y4), n_rows)], (n_links, n_rows, 4))])
+    both, failed = _solve_batch(lambda z, i: jax.lax.switch(i // n_links, [twice, f4], z, i % n_links),
+                                jnp.asarray(y0), ts)
+    traj, failed2 = both[:n_links, :n_starts, :, :2], failed[:n_links, :n_starts]
+    t4 = both[n_links:, :len(y4)].reshape(n_links, 2, len(on_m), len(ts), 4)
+    failed4 = failed[n_links:, :len(y4)]
+    fields = np.asarray(jax.jit(jax.vmap(lambda i: jax.vmap(lambda z: f2(z, i))(grid_points)))(
+        jnp.arange(n_links))).reshape(n_links, FIELD_GRID, FIELD_GRID, 2)
     inv = np.max(np.abs(t4[:, 0, :, :, 2:]), axis=(1, 2, 3))
     inv_control = np.max(np.abs(t4[:, 1, :, :, 2:]), axis=(1, 2, 3))
     failures = failed2.reshape(n_links, -1).sum(axis=1) + failed4.reshape(n_links, -1).sum(axis=1)
