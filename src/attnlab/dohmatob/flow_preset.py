@@ -49,12 +49,12 @@ def _solve_batch(field, y0, ts):
     would be evaluated for every row, at every step of the slowest trajectory). Returns the trajectories (n_groups,
     k, len(ts), dim) (NaN where a solve failed) and whether each solve failed (n_groups, k)."""
 
-    def per_link(args):
+    def per_group(args):
         rows, i = args
         sol = jax.vmap(lambda y: integrate(field, y, ts, i))(rows)
         return sol.ys, sol.succeeded
 
-    ys, ok = jax.jit(lambda y0: jax.lax.map(per_link, (y0, jnp.arange(y0.shape[0]))))(y0)
+    ys, ok = jax.jit(lambda y0: jax.lax.map(per_group, (y0, jnp.arange(y0.shape[0]))))(y0)
     ok = np.asarray(ok)
     return np.where(ok[..., None, None], np.asarray(ys), np.nan), ~ok
 
