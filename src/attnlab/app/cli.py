@@ -91,9 +91,12 @@ def _prepare() -> None:
     from attnlab import runtime
 
     runtime.configure()
-    import matplotlib
-
-    matplotlib.use("Agg")  # figures are files: no display needed
+    # figures are files: no display needed. matplotlib reads MPLBACKEND when first imported, in this process or in a
+    # worker it starts; importing it here would cost every command that draws nothing (reproduce's and sweep's
+    # drivers, --no-figures runs)
+    os.environ["MPLBACKEND"] = "Agg"
+    if "matplotlib" in sys.modules:
+        sys.modules["matplotlib"].use("Agg")
 
 
 @contextmanager
