@@ -2,13 +2,13 @@
 at the end of a run, damaged runs, and the process around attnlab.run."""
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -99,28 +99,37 @@ def test_the_second_of_two_concurrent_writers_is_refused(tmp_path, monkeypatch, 
 def test_writer_locks_exclude_each_other_and_leave_no_lock_file(tmp_path):
     """Four processes add one to a counter 50 times each under the lock of one path (``wait=True``): no update is
     lost although each holder removes the lock file on release, and no lock file is left (a lock that is not a
-    lock loses updates: the control, the same loop without it)."""
+    lock loses updates: the control, the same loop without it). The processes start together (each, once imported,
+    waits for a file) and pause between reading and writing, so that without the lock their updates overlap."""
     code = textwrap.dedent("""
-        import sys
+        import sys, time
         from pathlib import Path
         from attnlab.app import ownership
         counter, locked = Path(sys.argv[1]), sys.argv[2] == "locked"
+        (counter.parent / f"ready-{sys.argv[3]}").touch()
+        while not (counter.parent / "go").exists():
+            time.sleep(0.01)
         for _ in range(50):
             with ownership.writer_lock(counter.parent / "out", wait=True) if locked else open(counter):
                 n = int(counter.read_text() or 0)  # unlocked, a write may be half done
+                time.sleep(0.002)
                 counter.write_text(str(n + 1))
     """)
-    name = ownership._lock_dir() / (hashlib.sha256(ownership._key(tmp_path / "out").encode()).hexdigest()[:20]
-                                    + ".lock")
     totals = {}
     for how in ("locked", "unlocked"):
         counter = tmp_path / "counter"
         counter.write_text("0")
-        procs = [subprocess.Popen([sys.executable, "-c", code, str(counter), how]) for _ in range(4)]
+        for stale in [tmp_path / "go", *tmp_path.glob("ready-*")]:
+            stale.unlink(missing_ok=True)
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(counter), how, str(i)]) for i in range(4)]
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("ready-*"))) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (tmp_path / "go").touch()
         assert all(p.wait(timeout=300) == 0 for p in procs)
         totals[how] = int(counter.read_text() or 0)
-    assert totals["locked"] == 200 and not name.exists()
-    assert totals["unlocked"] < 200  # the control
+    assert totals["locked"] == 200 and not ownership._lock_file(tmp_path / "out").exists()
+    assert totals["unlocked"] < 200, totals  # the control
 
 
 def test_two_concurrent_runs_of_different_configs_never_both_say_done(tmp_path):

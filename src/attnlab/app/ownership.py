@@ -242,6 +242,11 @@ def _lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"attnlab-locks-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 
 
+def _lock_file(path: Path) -> Path:
+    """The lock file of the output ``path`` (resolved), named by its hash in :func:`_lock_dir`."""
+    return _lock_dir() / f"{hashlib.sha256(_key(path).encode()).hexdigest()[:20]}.lock"
+
+
 @contextlib.contextmanager
 def writer_lock(path: Path, *, wait: bool = False, what: str = "writing to") -> Iterator[None]:
     """Hold the lock of the output ``path`` (resolved: a link and its target share one) for the block. With
@@ -255,8 +260,8 @@ def writer_lock(path: Path, *, wait: bool = False, what: str = "writing to") -> 
     if key in _HELD:  # this process holds it already (the command line around the store): re-entrant
         yield
         return
-    directory = _lock_dir()
-    name = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.lock"
+    name = _lock_file(path)
+    directory = name.parent
     while True:
         try:
             directory.mkdir(mode=0o700, exist_ok=True)
