@@ -193,8 +193,8 @@ def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
 
 TRIM_INTERVAL_S = 600.0
 """The cache's size is measured (:func:`_trim`) by at most one claiming process in this many seconds: measuring
-means a listing of every slot and a ``stat`` of each file, tenths of a second for a cache of thousands of programs,
-which every command, Dask worker and test worker would otherwise pay on start. The bound is then exceeded at most by
+means a listing of every slot and a ``stat`` of each file, a cost growing with the cache that every command, Dask
+worker and test worker would otherwise pay on start. The bound is then exceeded at most by
 what is compiled in that time."""
 _TRIM_MARK = ".trim-checked"
 

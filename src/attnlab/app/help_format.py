@@ -1,7 +1,7 @@
 """Typer's help formatter without the imports attnlab's help never uses.
 
 ``typer.rich_utils`` (imported the first time a help page is printed) imports ``rich.markdown`` (markdown-it) and
-``rich.traceback`` (pygments) at module level: more than a third of ``attnlab -h``'s time. attnlab's help is written
+``rich.traceback`` (pygments) at module level: most of the formatter's import time. attnlab's help is written
 in Rich markup, never Markdown, and the command line prints no traceback. :func:`load` imports ``typer.rich_utils``
 with those two modules' classes bound to stand-ins that import the real module on first use, then takes the
 stand-in modules out of ``sys.modules`` so that any later ``import rich.markdown`` loads the real one. Only the

@@ -165,8 +165,8 @@ def expected_max_gaussian(L: int) -> float:
     """E[max of L i.i.d. N(0, 1)] by quadrature (0, 1/sqrt(pi), 3/(2 sqrt(pi)), ...)."""
     if L == 1:
         return 0.0
-    # the standard normal density and distribution function as scipy.stats.norm computes them (whose import, with
-    # its distributions' docstrings, took about a second of every process that loads this paper)
+    # the standard normal density and distribution function as scipy.stats.norm computes them (importing
+    # scipy.stats, which builds every distribution's docstring, would slow every process that loads this paper)
     f = lambda x: x * L * (np.exp(-x**2 / 2.0) / _SQRT_2PI) * scipy.special.ndtr(x) ** (L - 1)  # noqa: E731
     return scipy.integrate.quad(f, -np.inf, np.inf, epsabs=1e-13, epsrel=1e-12)[0]
 

@@ -374,7 +374,7 @@ def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: 
 
     The runs go one after the other (``lax.map``) and the arms of a run together (``vmap``, on the run's draws,
     made once): vectorising the runs as well batches every small matrix product of the update over 2 x 20 weight
-    sets, which XLA's CPU backend computed 1.6 times slower than the runs in sequence."""
+    sets, which XLA's CPU backend computes more slowly than the runs in sequence."""
     gamma, eps, step_size = consts
 
     def one(xs):
