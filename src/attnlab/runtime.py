@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache", "configure", "configured", "accelerator_plugin",
+__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache",
+           "compile_cache_slot", "configure", "configured", "accelerator_plugin",
            "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
@@ -250,6 +251,15 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     # every program's cache key: keys would differ from slot to slot and no slot could serve another's programs.
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     return _SLOT[1]
+
+
+def compile_cache_slot() -> Path | None:
+    """This process's compilation-cache directory (:func:`use_compile_cache`) while JAX uses it, else None."""
+    if _SLOT is None:
+        return None
+    import jax
+
+    return _SLOT[1] if jax.config.jax_compilation_cache_dir == str(_SLOT[1]) else None
 
 
 @functools.cache

@@ -1,0 +1,179 @@
+"""Saved traced programs (:mod:`attnlab.programs`): a later process calls the saved program instead of tracing, with
+the numbers of ``jax.jit``; a program is used only for the code, static values and shapes it was traced for."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab import programs
+
+MODULE = """
+from functools import partial
+import jax.numpy as jnp
+from attnlab.programs import jit
+
+@partial(jit, static_argnames=("k",))
+def f(x, c, k):
+    return jnp.{op}(x) * c ** k
+
+
+@partial(jit, static_argnames=("k",))
+def g(x, c, k):  # a host callback: jax.export cannot save it
+    import jax
+    import numpy as np
+
+    return jax.pure_callback(lambda y: np.{op}(y), jax.ShapeDtypeStruct(x.shape, x.dtype), x) * c ** k
+"""
+
+MAIN = """
+import json, sys
+import jax, numpy as np
+from attnlab import programs, runtime
+if sys.argv[1] != "off":
+    runtime.use_compile_cache(sys.argv[1])
+if sys.argv[3] == "fixed-fingerprint":  # the control: a key blind to the code
+    programs.fingerprint = lambda package="attnlab": "0" * 64
+import probe_mod
+traced = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda n, s, **kw: traced.append(kw.get("fun_name")) if n.endswith("jaxpr_trace_duration") else None)
+with jax.enable_x64(True):
+    x = np.linspace(0.0, 3.0, int(sys.argv[4]))
+    fn = getattr(probe_mod, sys.argv[5])
+    out = fn(x, 2.0, k=int(sys.argv[2]))
+    traces = traced.count(sys.argv[5])
+    plain = fn.plain(x, 2.0, k=int(sys.argv[2]))
+print(json.dumps({"out": np.asarray(out).tolist(), "plain": np.asarray(plain).tolist(), "traced": traces > 0,
+                  "traces": traces}))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path):
+    (tmp_path / "main.py").write_text(MAIN)
+
+    def run(cache="cc", k=3, op="sin", fingerprint="real", n=5, fn="f"):
+        (tmp_path / "probe_mod.py").write_text(MODULE.format(op=op))
+        cache_arg = cache if cache == "off" else str(tmp_path / cache)
+        res = subprocess.run([sys.executable, "main.py", cache_arg, str(k), fingerprint, str(n), fn], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+def _env(tmp_path: Path) -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(programs.__file__).parents[1]), str(tmp_path)])
+    return env
+
+
+def _saved(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "cc" / "programs").rglob("*.jaxexport"))
+
+
+def test_a_later_process_calls_the_saved_program_with_the_numbers_of_jax_jit(probe, tmp_path):
+    first = probe()
+    assert first["traced"] and first["out"] == first["plain"] and len(_saved(tmp_path)) == 1
+    second = probe()
+    assert not second["traced"]  # the saved program, not a new trace
+    assert second["out"] == first["out"] == second["plain"]
+    assert np.allclose(second["out"], np.sin(np.linspace(0, 3, 5)) * 8)
+    # another static value or shape is another program: traced and saved
+    assert probe(k=4)["traced"] and probe(n=6)["traced"] and len(_saved(tmp_path)) == 3
+
+
+def test_changed_code_is_traced_again_and_a_key_blind_to_it_would_not(probe, tmp_path):
+    probe(op="sin")
+    changed = probe(op="cos")
+    assert changed["traced"] and changed["out"] == changed["plain"]
+    assert np.allclose(changed["out"], np.cos(np.linspace(0, 3, 5)) * 8)
+    # the control: with the code's fingerprint held fixed, the program saved for sin answers for cos
+    probe(op="sin", fingerprint="fixed-fingerprint")
+    stale = probe(op="cos", fingerprint="fixed-fingerprint")
+    assert not stale["traced"] and stale["out"] != stale["plain"]
+
+
+def test_an_unreadable_program_is_traced_again_and_replaced(probe, tmp_path):
+    probe()
+    (saved,) = _saved(tmp_path)
+    saved.write_bytes(saved.read_bytes()[:100])
+    again = probe()
+    assert again["traced"] and again["out"] == again["plain"]
+    assert saved.stat().st_size > 100 and not list(saved.parent.glob(".*.tmp"))
+    assert not probe()["traced"]
+
+
+def test_a_program_export_cannot_save_is_traced_once_by_later_processes(probe, tmp_path):
+    first = probe(fn="g")
+    assert first["traces"] == 2 and first["out"] == first["plain"]  # the export's attempt, then jax.jit's trace
+    assert not _saved(tmp_path) and len(list((tmp_path / "cc" / "programs").rglob("*.unsaved"))) == 1
+    again = probe(fn="g")
+    assert again["traces"] == 1 and again["out"] == first["out"]  # jax.jit's trace only
+
+
+def test_without_attnlabs_compile_cache_nothing_is_saved(probe, tmp_path):
+    res = probe(cache="off")
+    assert res["traced"] and res["out"] == res["plain"] and not (tmp_path / "cc").exists()
+
+
+def test_a_function_without_a_source_file_is_not_saved(tmp_path):
+    """A function defined where there is no file to fingerprint (``python -c``, a notebook) could change without its
+    key changing: its programs are traced by jax.jit, and nothing is saved."""
+    code = textwrap.dedent("""
+        import sys, jax, jax.numpy as jnp
+        from attnlab import programs, runtime
+        runtime.use_compile_cache(sys.argv[1])
+        f = programs.jit(lambda x: jnp.sin(x))
+        print(float(f(1.0)), programs.fingerprint("__main__"))
+    """)
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cc")], capture_output=True, text=True,
+                         timeout=300, env=_env(tmp_path))
+    assert res.returncode == 0, res.stderr[-2000:]
+    value, code = res.stdout.split()
+    assert abs(float(value) - np.sin(1.0)) < 1e-6 and code == "None"
+    assert not list((tmp_path / "cc").rglob("*.jaxexport"))
+
+
+def test_old_fingerprints_folders_are_pruned(tmp_path):
+    import os
+
+    root = tmp_path / "programs"
+    for i in range(programs.KEEP_FINGERPRINTS + 3):
+        (root / f"old{i}").mkdir(parents=True)
+        os.utime(root / f"old{i}", (1000 + i, 1000 + i))
+    current = root / "current"
+    programs._prune(current)
+    kept = sorted(p.name for p in root.iterdir())
+    newest = [f"old{i}" for i in range(3, programs.KEEP_FINGERPRINTS + 3)]
+    assert kept == sorted(["current", *newest])
+
+
+def test_jit_refuses_what_it_cannot_key():
+    with pytest.raises(TypeError, match="args"):
+        programs.jit(lambda *xs: xs[0])
+    with pytest.raises(TypeError, match="args"):
+        programs.jit(lambda x, **kw: x)
+
+
+def test_static_values_are_keyed_by_structure():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Act:
+        name: str
+        c: float = 0.0
+
+    assert programs._plain((("act", Act("erf", 0.5)),)) == programs._plain((("act", Act("erf", 0.5)),))
+    assert programs._plain((("act", Act("erf", 0.5)),)) != programs._plain((("act", Act("erf", -0.5)),))
+    assert programs._plain(-0.0) != programs._plain(0.0)  # jax.jit's static hash does not tell them apart
+    with pytest.raises(programs._NotPlainData):
+        programs._plain((("fn", textwrap.dedent),))
