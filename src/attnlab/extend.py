@@ -28,6 +28,8 @@ The contract of a preset (:class:`Preset`):
 * ``plot(dataset, config) -> {name: Figure}``: figures under :func:`paper_figure`, labels in mathtext, a curve of
   data points styled by :func:`sparse` (under :data:`FEW_POINTS` points, markers and no joining line); given as
   ``deferred("mypaper.figures:plot")``, its module (and matplotlib) is imported at the first draw only;
+* compiled functions declared with :func:`jit` (``jax.jit`` whose traced program a later process loads instead of
+  tracing again, :mod:`attnlab.programs`) rather than ``jax.jit``, where their trace depends only on their arguments;
 * optionally ``finding(metrics, config) -> str`` (one line of words), ``memory(config) -> bytes``,
   ``prerequisite(config) -> str | None``, ``unused`` (config fields this preset does not read).
 """
@@ -50,6 +52,7 @@ from attnlab.plot import (
     save_figure,
     sparse,
 )
+from attnlab.programs import jit
 from attnlab.registry import (
     ENTRY_POINT_GROUP,
     Check,
@@ -65,5 +68,5 @@ from attnlab.runtime import float64, x64
 
 __all__ = ["ENTRY_POINT_GROUP", "ExperimentConfig", "Check", "Preset", "register", "deferred", "mean_se",
            "contract_problems", "resolve_config", "get_preset", "validate_config", "check_seed", "AttnlabError", "x64",
-           "float64", "paper_figure", "panels", "band", "colorbar", "render_figure", "save_figure", "sparse", "FEW_POINTS",
-           "LABELS", "THEORY", "SIMULATION", "STYLE"]
+           "float64", "jit", "paper_figure", "panels", "band", "colorbar", "render_figure", "save_figure", "sparse",
+           "FEW_POINTS", "LABELS", "THEORY", "SIMULATION", "STYLE"]

@@ -5,6 +5,7 @@ and Condition 2): configs, runs and summaries. Their figures are in :mod:`attnla
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +13,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import programs
 from attnlab.config import ExperimentConfig
 from attnlab.dohmatob.flows import field2, field4, integrate, stationary_points_on_M
 from attnlab.dohmatob.meanfield import (
@@ -42,21 +44,50 @@ def _by_link(fn, models):
     return lambda z, i: jax.lax.switch(i, branches, z)
 
 
-def _solve_batch(field, y0, ts):
-    """The flows of ``field(y, g)`` from the rows of ``y0[g]`` (n_groups, k, dim), in one compiled program: the
-    solve is traced once with the group's index a traced scalar (``lax.map`` over the groups, ``vmap`` over the
-    rows), so that ``lax.switch`` runs the group's own branch only (under ``vmap`` over a batched index every branch
-    would be evaluated for every row, at every step of the slowest trajectory). Returns the trajectories (n_groups,
-    k, len(ts), dim) (NaN where a solve failed) and whether each solve failed (n_groups, k)."""
+@partial(programs.jit, static_argnames=("models", "ts"))
+def _flows(y0, models: tuple, ts: tuple):
+    """Every link's flows from the rows of ``y0`` (2 n_links, k, 4) in one compiled program: group ``g < n_links``
+    holds 2-D flows of link ``g`` run as two copies of themselves, (mu, nu, mu, nu) under (field2, field2), group
+    ``n_links + l`` the 4-D flows of link ``l``. The solve is traced once with the group's index a traced scalar
+    (``lax.map`` over the groups, ``vmap`` over the rows), so that ``lax.switch`` runs the group's own branch only
+    (under ``vmap`` over a batched index every branch would be evaluated for every row, at every step of the slowest
+    trajectory). Returns the trajectories (2 n_links, k, len(ts), 4) and whether each solve succeeded."""
+    n_links = len(models)
+    twice = _by_link(lambda z, m: jnp.concatenate([field2(z[:2], m)] * 2), models)
+    f4 = _by_link(field4, models)
+
+    def field(z, i):
+        return jax.lax.switch(i // n_links, [twice, f4], z, i % n_links)
 
     def per_group(args):
         rows, i = args
-        sol = jax.vmap(lambda y: integrate(field, y, ts, i))(rows)
+        sol = jax.vmap(lambda y: integrate(field, y, np.asarray(ts), i))(rows)
         return sol.ys, sol.succeeded
 
-    ys, ok = jax.jit(lambda y0: jax.lax.map(per_group, (y0, jnp.arange(y0.shape[0]))))(y0)
-    ok = np.asarray(ok)
-    return np.where(ok[..., None, None], np.asarray(ys), np.nan), ~ok
+    return jax.lax.map(per_group, (y0, jnp.arange(y0.shape[0])))
+
+
+@partial(programs.jit, static_argnames=("models",))
+def _field_grid(grid_points, models: tuple):
+    """The 2-D field of every link at the points ``grid_points`` (n, 2): (n_links, n, 2)."""
+    f2 = _by_link(field2, models)
+    return jax.vmap(lambda i: jax.vmap(lambda z: f2(z, i))(grid_points))(jnp.arange(len(models)))
+
+
+@partial(programs.jit, static_argnames=("models",))
+def _field_norms(y, which, models: tuple):
+    """max |field2| at each point ``y`` (n, 2) for its link ``which`` (n,)."""
+    f2 = _by_link(field2, models)
+    return jax.vmap(lambda z, i: jnp.max(jnp.abs(f2(z, i))))(y, which)
+
+
+@partial(programs.jit, static_argnames=("models",))
+def _risks_on_m(y, which, models: tuple):
+    """The mean-field risk and the bound on its round-off at each point (mu, nu) = ``y`` (n, 2) of M, for its link
+    ``which`` (n,)."""
+    return jax.vmap(lambda z, i: jax.lax.switch(i, [
+        lambda z, m=m: (mean_field_risk(DohmatobOverlaps.on_M(z[0], z[1]), m),
+                        mean_field_risk_roundoff(DohmatobOverlaps.on_M(z[0], z[1]), m)) for m in models], z))(y, which)
 
 
 def _pad_rows(n: int, size: int) -> np.ndarray:
@@ -120,9 +151,8 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     ts = np.linspace(0.0, cfg.t_max, cfg.n_times)
     grid = np.linspace(-1.0, 1.0, FIELD_GRID)
     grid_points = jnp.asarray(np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2))  # row: nu, column: mu
-    models = [DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link) for link in cfg.links]
+    models = tuple(DohmatobModel(cfg.d, cfg.L, cfg.beta, cfg.gamma, link) for link in cfg.links)
     n_links, n_starts = len(models), len(starts)
-    f2 = _by_link(field2, models)
     # M is invariant under the 4-D flow (r = 0): integrate from points of M, record the largest |eta|, |zeta|, and,
     # as the check's control, from the same points a distance OFF_M off M
     on_m = starts[:: max(1, n_starts // 8)]
@@ -132,33 +162,26 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
     # flow runs as two copies of itself, (mu, nu, mu, nu) under (field2, field2), which leaves the RMS error norm and
     # so every step of the 2-D solve as they were; the 4-D rows are padded to the 2-D count with their first row
     n_rows = max(n_starts, len(y4))
-    twice = _by_link(lambda z, m: jnp.concatenate([field2(z[:2], m)] * 2), models)
-    f4 = _by_link(field4, models)
     y0 = np.concatenate([np.broadcast_to(np.tile(starts, 2)[_pad_rows(n_starts, n_rows)], (n_links, n_rows, 4)),
                          np.broadcast_to(y4[_pad_rows(len(y4), n_rows)], (n_links, n_rows, 4))])
-    both, failed = _solve_batch(lambda z, i: jax.lax.switch(i // n_links, [twice, f4], z, i % n_links),
-                                jnp.asarray(y0), ts)
+    ys, ok = (np.asarray(x) for x in _flows(jnp.asarray(y0), models, tuple(float(t) for t in ts)))
+    both, failed = np.where(ok[..., None, None], ys, np.nan), ~ok  # NaN where a solve failed
     traj, failed2 = both[:n_links, :n_starts, :, :2], failed[:n_links, :n_starts]
     t4 = both[n_links:, :len(y4)].reshape(n_links, 2, len(on_m), len(ts), 4)
     failed4 = failed[n_links:, :len(y4)]
-    fields = np.asarray(jax.jit(jax.vmap(lambda i: jax.vmap(lambda z: f2(z, i))(grid_points)))(
-        jnp.arange(n_links))).reshape(n_links, FIELD_GRID, FIELD_GRID, 2)
+    fields = np.asarray(_field_grid(grid_points, models)).reshape(n_links, FIELD_GRID, FIELD_GRID, 2)
     inv = np.max(np.abs(t4[:, 0, :, :, 2:]), axis=(1, 2, 3))
     inv_control = np.max(np.abs(t4[:, 1, :, :, 2:]), axis=(1, 2, 3))
     failures = failed2.reshape(n_links, -1).sum(axis=1) + failed4.reshape(n_links, -1).sum(axis=1)
     points = [stationary_points_on_M(m) for m in models]
     y = jnp.array([[p.mu, p.nu] for sps in points for p in sps])
     which = jnp.array([li for li, sps in enumerate(points) for _ in sps])
-    norm = jax.jit(jax.vmap(lambda z, i: jnp.max(jnp.abs(f2(z, i)))))
-    F = np.asarray(norm(y, which))
+    F = np.asarray(_field_norms(y, which, models))
     # the control of the field check: the field a distance PERTURB inside the square from each point
-    Fp = np.asarray(norm(y - PERTURB * jnp.where(y > 0, 1.0, -1.0), which))
+    Fp = np.asarray(_field_norms(y - PERTURB * jnp.where(y > 0, 1.0, -1.0), which, models))
     # the mean-field risk and the bound on its float64 round-off (it vanishes by algebra at the located points, where
     # its computed value is round-off of that size)
-    R, R_roundoff = (np.asarray(x) for x in jax.jit(jax.vmap(lambda z, i: jax.lax.switch(i, [
-        lambda z, m=m: (mean_field_risk(DohmatobOverlaps.on_M(z[0], z[1]), m),
-                        mean_field_risk_roundoff(DohmatobOverlaps.on_M(z[0], z[1]), m)) for m in models], z)))(
-        y, which))
+    R, R_roundoff = (np.asarray(x) for x in _risks_on_m(y, which, models))
     # located points (mu = 1): the mean field's premise holds; compare with the exact model, each point drawn until its
     # SE resolves its check's control, the mirror point (-1, nu) (none: all n_mc; the other points: two chunks)
     o = [DohmatobOverlaps.on_M(jnp.array([p.mu for p in sps]), jnp.array([p.nu for p in sps])) for sps in points]

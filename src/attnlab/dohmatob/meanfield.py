@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -47,6 +48,7 @@ import numpy as np
 from jax.scipy.special import ndtr
 
 from attnlab import _validate as check
+from attnlab import programs
 from attnlab.dohmatob.model import check_beta, check_gamma, get_link, softmax_weights
 from attnlab.slr.data import sample_tokens_in_frame
 from attnlab.slr.montecarlo import mc_mean, mc_mean_to_se
@@ -391,17 +393,24 @@ def mc_risk_batch(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float
     """Monte Carlo exact risk (as :func:`mc_risk`) at a batch of k points ``o`` (fields of shape (k,); scalars
     broadcast), one independent in-frame sample of n sequences per point (one compiled call, the points one after
     the other so a sample's (n, L, 4) tokens are the only large array). Returns ``(mean, SE)``, each of shape (k,)."""
-    return jax.jit(lambda k, o: _mc_risk_points(k, o, m, n, eps))(key, _points(o))
+    return _mc_risk_points_jit(key, _points(o), m, n, eps)
+
+
+@partial(programs.jit, static_argnames=("m", "n", "eps"))
+def _mc_risk_points_jit(key, o: DohmatobOverlaps, m: DohmatobModel, n: int, eps: float):
+    return _mc_risk_points(key, o, m, n, eps)
 
 
 def mc_risk_batches(keys, os, models, n: int, eps: float = 0.0):
     """:func:`mc_risk_batch` for several models (e.g. one per link) in one compiled call: ``keys``, ``os`` (each a
     :class:`~attnlab.slr.overlaps.DohmatobOverlaps` batch) and ``models`` are sequences of the same length; returns a
     list of ``(mean, SE)``."""
-    os = [_points(o) for o in os]
-    models = tuple(models)
-    return jax.jit(lambda ks, os: [_mc_risk_points(k, o, m, n, eps) for k, o, m in zip(ks, os, models)])(
-        list(keys), os)
+    return _mc_risk_batches(list(keys), [_points(o) for o in os], tuple(models), n, eps)
+
+
+@partial(programs.jit, static_argnames=("models", "n", "eps"))
+def _mc_risk_batches(keys, os, models, n: int, eps: float):
+    return [_mc_risk_points(k, o, m, n, eps) for k, o, m in zip(keys, os, models)]
 
 
 def mc_risk_batches_to_se(keys, os, models, target_se, n: int, eps: float = 0.0, chunk: int = 2000):
@@ -409,17 +418,19 @@ def mc_risk_batches_to_se(keys, os, models, target_se, n: int, eps: float = 0.0,
     (:func:`attnlab.slr.mc_mean_to_se`: chunks of ``chunk`` sequences until SE <= the point's ``target_se``, at most
     ``n``; ``inf`` draws the minimum of two chunks, 0 all ``n``). ``target_se`` is a sequence of arrays shaped like
     ``os``' points. One compiled call; returns a list of ``(mean, SE, count)``."""
-    os = [_points(o) for o in os]
-    models = tuple(models)
+    return _mc_risk_batches_to_se(list(keys), [_points(o) for o in os], [jnp.asarray(t, jnp.float64) for t in target_se],
+                                  tuple(models), n, eps, chunk)
 
+
+@partial(programs.jit, static_argnames=("models", "n", "eps", "chunk"))
+def _mc_risk_batches_to_se(keys, os, target_se, models, n: int, eps: float, chunk: int):
     def points(key, o, target, m):
         def one(key, oo, t):
             return mc_mean_to_se(key, lambda k, size: _losses(k, size, oo, m, eps), t, n, chunk)
 
         return jax.lax.map(lambda a: one(*a), (jax.random.split(key, o.mu.shape[0]), o, target))
 
-    return jax.jit(lambda ks, os, ts: [points(k, o, t, m) for k, o, t, m in zip(ks, os, ts, models)])(
-        list(keys), os, [jnp.asarray(t, jnp.float64) for t in target_se])
+    return [points(k, o, t, m) for k, o, t, m in zip(keys, os, target_se, models)]
 
 
 def mc_risk_gammas(keys, o: DohmatobOverlaps, gammas, d: int, L: int, beta: float, link, n: int):
@@ -427,12 +438,20 @@ def mc_risk_gammas(keys, o: DohmatobOverlaps, gammas, d: int, L: int, beta: floa
     key of ``keys`` (k,): the same draws as ``mc_risk_batch(key, o, DohmatobModel(d, L, beta, gamma, link), n)`` for
     each ``(key, gamma)``, in one compiled program per (d, L, link), gamma a traced value (a model per gamma would
     compile a program per gamma). Returns ``(mean, SE)``, each (k,)."""
-    from attnlab._random import normal
 
     for g in np.atleast_1d(np.asarray(gammas, dtype=float)):
         check_gamma(float(g))
+    get_link(link)
+    return _mc_risk_gammas(keys, jnp.asarray(gammas, jnp.float64), tuple(float(x) for x in o), d, L, beta, link, n)
+
+
+@partial(programs.jit, static_argnames=("o", "d", "L", "beta", "link", "n"))
+def _mc_risk_gammas(keys, gammas, o: tuple, d: int, L: int, beta: float, link, n: int):
+    from attnlab._random import normal
+
     sigma = get_link(link)
     lam = beta * math.sqrt(d)
+    o = DohmatobOverlaps(*(jnp.asarray(x, jnp.float64) for x in o))
 
     def one(key, g):
         key = jax.random.split(key, 1)[0]  # mc_risk_batch's key of its first (only) point
@@ -440,5 +459,4 @@ def mc_risk_gammas(keys, o: DohmatobOverlaps, gammas, d: int, L: int, beta: floa
         loss = (_predict(Z, o, lam, link) - y) ** 2
         return jnp.mean(loss), jnp.std(loss, ddof=1) / math.sqrt(n)
 
-    o = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), o)
-    return jax.jit(lambda ks, gs: jax.lax.map(lambda a: one(*a), (ks, gs)))(keys, jnp.asarray(gammas, jnp.float64))
+    return jax.lax.map(lambda a: one(*a), (keys, gammas))

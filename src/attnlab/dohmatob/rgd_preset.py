@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Literal
 
 import jax
@@ -12,6 +13,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import programs
 from attnlab.config import ExperimentConfig
 from attnlab.dohmatob import rgd_native
 from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
@@ -127,23 +129,74 @@ def _runs_of(o: DohmatobOverlaps, li: int, ns: int) -> DohmatobOverlaps:
 def _mean_field_risk_links(o: DohmatobOverlaps, models, ns: int) -> np.ndarray:
     """R_bar at overlaps ``o`` (fields (..., K)) whose run axis holds ``ns`` runs per model (link), one compiled
     call."""
-    o = jax.tree.map(np.asarray, o)
+    return np.asarray(_mean_field_risk_program(jax.tree.map(np.asarray, o), tuple(models), ns))
+
+
+@partial(programs.jit, static_argnames=("models", "ns"))
+def _mean_field_risk_program(o: DohmatobOverlaps, models: tuple, ns: int):
     lead = o.mu.shape[:-1]
+    return jnp.concatenate([jax.vmap(lambda oo, m=m: mean_field_risk(oo, m))(
+        jax.tree.map(lambda x: x.reshape(-1), _runs_of(o, li, ns))).reshape(lead + (ns,))
+        for li, m in enumerate(models)], axis=-1)
 
-    def f(o):
-        return jnp.concatenate([jax.vmap(lambda oo, m=m: mean_field_risk(oo, m))(
-            jax.tree.map(lambda x: x.reshape(-1), _runs_of(o, li, ns))).reshape(lead + (ns,))
-            for li, m in enumerate(models)], axis=-1)
 
-    return np.asarray(jax.jit(f)(o))
+@partial(programs.jit, static_argnames=("cfg",))
+def _prepare_all(keys, cfg: RGDConfig):
+    return jax.vmap(lambda k: _prepare(k, cfg))(keys)
+
+
+@partial(programs.jit, static_argnames=("cfg",))
+def _test_risks(test_keys, o_test: DohmatobOverlaps, cfg: RGDConfig):
+    """The in-frame held-out risk of every run at every logged iterate (fields of ``o_test``: (R, T + 1, K)), one
+    test draw per repeat (the same tokens for every link; labels through each link): mean and SE, (R, T + 1, K)."""
+    lam = cfg.beta * math.sqrt(cfg.d)
+    ns = len(STARTS)
+
+    def test_risk(key, o_r):  # o_r fields (T + 1, K) for one repeat -> mean, se (T + 1, K)
+        out = []
+        for li, link in enumerate(cfg.links):
+            Z, y = sample_dohmatob_in_frame(key, cfg.n_test, cfg.L, cfg.gamma, cfg.eps, cfg.d, link)
+            flat = jax.tree.map(lambda x: x.reshape(-1), _runs_of(o_r, li, ns))
+            Zs = tuple(Z[..., k] for k in range(4))  # planes, split once for every point
+            losses = jax.lax.map(lambda oo, Zs=Zs, y=y, link=link: (frame_predict_planes(Zs, oo, lam, link) - y) ** 2
+                                 - cfg.eps**2, flat)
+            out.append((jnp.mean(losses, axis=-1).reshape(-1, ns),
+                        (jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test)).reshape(-1, ns)))
+        return jnp.concatenate([m for m, _ in out], axis=-1), jnp.concatenate([e for _, e in out], axis=-1)
+
+    return jax.vmap(test_risk)(test_keys, o_test)
+
+
+@partial(programs.jit, static_argnames=("models", "ts"))
+def _mean_field_flows(y0s, models: tuple, ts: tuple):
+    """The mean-field flow (:func:`~attnlab.dohmatob.flows.field5`) of each model from its starts ``y0s``, all in one
+    solve, saved at the times ``ts``."""
+    return integrate_joint([lambda y, m=m: field5(y, m) for m in models], y0s, np.asarray(ts))
+
+
+@partial(programs.jit, static_argnames=("cfg",))
+def _rd_tests(keys, u_star, v_star, u, v, cfg: RGDConfig):
+    """The risk of each repeat's final iterates ``u, v`` (R, K, d) on a fixed R^d test set per repeat (the same tokens
+    for every run): mean and SE, (R, K)."""
+    ns = len(STARTS)
+
+    def rd_test(key, us, vs, u, v):
+        b = sample_dohmatob(key, us, vs, cfg.n_test_rd, cfg.L, cfg.gamma, cfg.eps)
+        ys = _relabel(key, b, vs, cfg.eps, cfg.links)
+        losses = jnp.concatenate([
+            (jax.vmap(lambda uu, vv, link=link: softmax_attention(b.X, uu, vv, cfg.beta, link))(
+                u[li * ns:(li + 1) * ns], v[li * ns:(li + 1) * ns]) - ys[li]) ** 2 - cfg.eps**2
+            for li, link in enumerate(cfg.links)])
+        return jnp.mean(losses, axis=-1), jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test_rd)
+
+    return jax.lax.map(lambda t: rd_test(*t), (keys, u_star, v_star, u, v))
 
 
 def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     k_data, k_test, k_rd = jax.random.split(key, 3)
     lam = cfg.beta * math.sqrt(cfg.d)
     links, nl, ns = cfg.links, len(cfg.links), len(STARTS)
-    u_star, v_star, X, Y, u_r, v_r, u_m = jax.jit(jax.vmap(lambda k: _prepare(k, cfg)))(
-        jax.random.split(k_data, cfg.n_repeats))
+    u_star, v_star, X, Y, u_r, v_r, u_m = _prepare_all(jax.random.split(k_data, cfg.n_repeats), cfg)
     # runs per repeat: k = link index * 2 + start index (random, mu0); v starts at the same random point
     U0 = jnp.stack([u for _ in links for u in (u_r, u_m)], axis=1)
     V0 = jnp.stack([v_r for _ in links for _ in STARTS], axis=1)
@@ -163,19 +216,7 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     o_test = jax.tree.map(lambda x, x1: jnp.concatenate([x, jnp.full((cfg.n_repeats, 1, nl * ns), x1)], axis=1),
                           o, oracle_row)  # fields (R, T + 1, K): the oracle as an extra row
 
-    def test_risk(key, o_r):  # o_r fields (T + 1, K) for one repeat -> mean, se (T + 1, K)
-        out = []
-        for li, link in enumerate(links):
-            Z, y = sample_dohmatob_in_frame(key, cfg.n_test, cfg.L, cfg.gamma, cfg.eps, cfg.d, link)
-            flat = jax.tree.map(lambda x: x.reshape(-1), _runs_of(o_r, li, ns))
-            Zs = tuple(Z[..., k] for k in range(4))  # planes, split once for every point
-            losses = jax.lax.map(lambda oo, Zs=Zs, y=y, link=link: (frame_predict_planes(Zs, oo, lam, link) - y) ** 2
-                                 - cfg.eps**2, flat)
-            out.append((jnp.mean(losses, axis=-1).reshape(-1, ns),
-                        (jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test)).reshape(-1, ns)))
-        return jnp.concatenate([m for m, _ in out], axis=-1), jnp.concatenate([e for _, e in out], axis=-1)
-
-    mean, se = (np.asarray(x) for x in jax.jit(jax.vmap(test_risk))(test_keys, o_test))
+    mean, se = (np.asarray(x) for x in _test_risks(test_keys, o_test, cfg))
     test, test_se = mean[:, :-1], se[:, :-1]
     oracle, oracle_se = mean[:, -1, ::ns], se[:, -1, ::ns]
     models = [cfg.model(link) for link in links]
@@ -185,7 +226,7 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     n5 = len(OVERLAPS)
     start = jax.tree.map(lambda x: x[:, 0], o)
     y0s = [_runs_of(start, li, ns).stack().reshape(-1, n5) for li in range(nl)]
-    sol = jax.jit(lambda y0s: integrate_joint([lambda y, m=m: field5(y, m) for m in models], y0s, ts))(y0s)
+    sol = _mean_field_flows(y0s, tuple(models), tuple(float(t) for t in ts))
     flow_failures = int(not bool(sol.succeeded))  # one joint solve: its trajectories are NaN where it failed
     flow = np.concatenate([np.moveaxis(np.asarray(tr).reshape(cfg.n_repeats, ns, T, n5), 1, 2) for tr in sol.ys],
                           axis=2)  # (R, T, K, 5)
@@ -198,17 +239,7 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
         progress(1, 1)
 
     # cross-check of the in-frame held-out estimator: a fixed R^d test set per repeat, at the final iterates
-    def rd_test(key, us, vs, u, v):  # one R^d test set per repeat: the same tokens for every run
-        b = sample_dohmatob(key, us, vs, cfg.n_test_rd, cfg.L, cfg.gamma, cfg.eps)
-        ys = _relabel(key, b, vs, cfg.eps, links)
-        losses = jnp.concatenate([
-            (jax.vmap(lambda uu, vv, link=link: softmax_attention(b.X, uu, vv, cfg.beta, link))(
-                u[li * ns:(li + 1) * ns], v[li * ns:(li + 1) * ns]) - ys[li]) ** 2 - cfg.eps**2
-            for li, link in enumerate(links)])
-        return jnp.mean(losses, axis=-1), jnp.std(losses, axis=-1, ddof=1) / math.sqrt(cfg.n_test_rd)
-
-    rd, rd_se = jax.jit(lambda *a: jax.lax.map(lambda t: rd_test(*t), a))(
-        jax.random.split(k_rd, cfg.n_repeats), u_star, v_star, log.u[:, -1], log.v[:, -1])
+    rd, rd_se = _rd_tests(jax.random.split(k_rd, cfg.n_repeats), u_star, v_star, log.u[:, -1], log.v[:, -1], cfg)
 
     # the final iterates' overlaps in the model at d_check: mean field vs Monte Carlo (in-frame, O(n L) per point)
     k_big = jax.random.fold_in(k_rd, 1)

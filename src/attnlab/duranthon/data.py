@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import _validate as check
+from attnlab import programs
 
 __all__ = ["Model", "LengthLaw", "DuranthonBatch", "Scores", "check_model", "length_law", "c_nu",
            "sample_teacher_sqrtD", "sample_lengths", "sample_scores", "sample_sequences"]
@@ -166,7 +167,7 @@ def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
     return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
-@partial(jax.jit, static_argnames=("n",))
+@partial(programs.jit, static_argnames=("n",))
 def _sample_scores(key, is_spiked, nu_is_inf, nu, probs, n, noise_std):
     kl, kc, kz, ke, kn = jax.random.split(key, 5)
     _, mask = _lengths_from_probs(kl, probs, n)
@@ -199,7 +200,7 @@ def sample_sequences(key, k_star, v_star, model: str, nu, L, n: int, noise_std=0
     return _sample_sequences(key, k_star, v_star, *_flags(model, nu), _length_probs(law), int(n), noise_std)
 
 
-@partial(jax.jit, static_argnames=("n",))
+@partial(programs.jit, static_argnames=("n",))
 def _sample_sequences(key, k_star, v_star, is_spiked, nu_is_inf, nu, probs, n, noise_std):
     D = k_star.shape[-1]
     L_max = probs.shape[0]

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
+from attnlab import programs
 from attnlab.duranthon.activations import Activation
 from attnlab.duranthon.data import (
     _flags,
@@ -79,7 +80,7 @@ def erm_objective(act: Activation, k, v, X, mask, y, lam_k, lam_v):
     return 0.5 * jnp.sum((y - f) ** 2) + 0.5 * lam_k * (k @ k) + 0.5 * lam_v * (v @ v)
 
 
-@partial(jax.jit, static_argnames=("act",))
+@partial(programs.jit, static_argnames=("act",))
 def _value_and_grad(act, w, X, mask, y, lam_k, lam_v, c):
     D = X.shape[-1]
 
@@ -197,7 +198,7 @@ def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu,
     return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(vals.size))
 
 
-@partial(jax.jit, static_argnames=("act", "chunk"))
+@partial(programs.jit, static_argnames=("act", "chunk"))
 def _test_squared_errors(keys, act, k, v, k_star, v_star, is_spiked, nu_is_inf, nu, probs, chunk, noise_std):
     D = k_star.shape[-1]
 

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
 from attnlab.duranthon.activations import Activation
 
 __all__ = ["OVERLAP_NAMES", "empirical_objective", "Trajectory", "gradient_descent", "minibatch_sgd",
@@ -82,7 +83,7 @@ class Trajectory(NamedTuple):
     grad_norm: jax.Array
 
 
-@partial(jax.jit, static_argnames=("act", "n_steps", "n_logs"))
+@partial(programs.jit, static_argnames=("act", "n_steps", "n_logs"))
 def gradient_descent(act: Activation, W0, X, mask, y, lam, step_size, n_steps: int, n_logs: int, k_star, v_star):
     """Full-batch GD ``w <- w - eta D grad l(w)`` from every start of ``W0`` (runs, 2D) for ``n_steps`` updates
     (a multiple of ``n_logs``): a :class:`Trajectory`."""

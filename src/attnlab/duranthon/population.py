@@ -38,6 +38,7 @@ import scipy.integrate
 import scipy.optimize
 import scipy.special
 
+from attnlab import programs
 from attnlab.duranthon.activations import Activation, activation
 from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores
 
@@ -110,7 +111,7 @@ def bayes_risk_mc(key, model: str, nu, L, n: int, noise_std: float = 0.0):
     return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
 
 
-@partial(jax.jit, static_argnames=("L", "n"))
+@partial(programs.jit, static_argnames=("L", "n"))
 def _bayes_is_values(key, sqrt_nu, L: int, n: int, defensive):
     """Weighted values ``w g`` of :func:`bayes_risk_is` for a fixed length L >= 2 (signal token at index 0)."""
     ku, kl, kz = jax.random.split(key, 3)
@@ -223,7 +224,7 @@ def ab_statistics(act: Activation, scores: Scores, a, m_k, s_k):
     return _ab(dataclasses.replace(act, c=0.0), scores, a, m_k, s_k, act.c)
 
 
-@partial(jax.jit, static_argnames=("act",))
+@partial(programs.jit, static_argnames=("act",))
 def _ab(act: Activation, scores: Scores, a, m_k, s_k, c):
     chi = m_k * scores.chi + s_k * a
     w = act(chi, scores.mask, c)

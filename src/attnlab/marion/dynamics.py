@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
+from attnlab import programs
 from attnlab.marion.predictors import erf_attention
 from attnlab.marion.risk import erf_prime, population_excess_risk, risk_R
 from attnlab.slr.data import init_sphere, orthonormal_frame, sample_slr, sample_slr_in_frame
@@ -115,7 +116,7 @@ def init_manifold(key, k_star, v_star):
     return k, v / jnp.linalg.norm(v)
 
 
-@partial(jax.jit, static_argnames="d")
+@partial(programs.jit, static_argnames="d")
 def vectors_from_overlaps(key, o: Overlaps, d: int):
     """Vectors ``(k_star, v_star, k, v)`` in R^d with the given overlaps, in a uniformly random orthonormal frame
     (one compiled program per d)."""
@@ -330,7 +331,7 @@ def _traced(p: SLRParams) -> SLRParams:
     return jax.tree.map(jnp.asarray, p)
 
 
-@partial(jax.jit, static_argnames=("log_every", "per_seg"))
+@partial(programs.jit, static_argnames=("log_every", "per_seg"))
 def _pgd_reduced_segment(o, i, p: SLRParams, log_every: int, per_seg: int):
     def one_step(o, t):
         lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
@@ -359,7 +360,7 @@ def run_pgd_reduced(o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, pr
     return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, logs)
 
 
-@partial(jax.jit, static_argnames=("n_logs", "log_every"))
+@partial(programs.jit, static_argnames=("n_logs", "log_every"))
 def _pgd_full(k, v, k_star, v_star, p: SLRParams, n_logs: int, log_every: int):
     def one_step(kv, t):
         lam = lambda_at(t, p.lambda0, p.schedule, p.schedule_rate)
@@ -387,7 +388,7 @@ def _sgd_test_risk(test_set, o, t, p: SLRParams):
     return _in_frame_test_excess_risk(test_set, o, lambda_at(t, p.lambda0, p.schedule, p.schedule_rate), p.eps)
 
 
-@partial(jax.jit, static_argnames=("L", "log_every", "per_seg", "batch_size"))
+@partial(programs.jit, static_argnames=("L", "log_every", "per_seg", "batch_size"))
 def _sgd_reduced_segment(o, i, train_keys, test_sets, p: SLRParams, L: int, log_every: int, per_seg: int,
                          batch_size: int):
     def one_step(o, nt):

@@ -12,6 +12,7 @@ from functools import partial
 
 import jax
 
+from attnlab import programs
 from attnlab.marion.predictors import bayes_predictor, erf_attention, linear_baseline_predictor
 from attnlab.slr.data import sample_slr, sample_slr_in_frame
 from attnlab.slr.montecarlo import mc_mean, mc_mean_to_se
@@ -35,7 +36,7 @@ def mc_excess_risk(key, k, v, k_star, v_star, lam, gamma, L: int, n: int, eps=0.
     return mc_mean(key, _excess_samples(k, v, k_star, v_star, lam, gamma, L, eps), n, chunk)
 
 
-@partial(jax.jit, static_argnames=("L", "n", "chunk"))
+@partial(programs.jit, static_argnames=("L", "n", "chunk"))
 def mc_excess_risk_to_se(key, k, v, k_star, v_star, lam, gamma, L: int, n: int, target_se, eps=0.0,
                          chunk: int = 2000):
     """:func:`mc_excess_risk` drawn until its standard error is at most ``target_se`` (or ``n`` samples), the
@@ -44,7 +45,7 @@ def mc_excess_risk_to_se(key, k, v, k_star, v_star, lam, gamma, L: int, n: int, 
     return mc_mean_to_se(key, _excess_samples(k, v, k_star, v_star, lam, gamma, L, eps), target_se, n, chunk)
 
 
-@partial(jax.jit, static_argnames=("L", "n", "chunk"))
+@partial(programs.jit, static_argnames=("L", "n", "chunk"))
 def mc_bayes_risk(key, k_star, v_star, gamma, L: int, n: int, eps=0.0, chunk: int = 2000):
     """Monte Carlo Bayes risk ``E[(E[y|X] - y)^2]`` (the Bayes predictor E[y|X]): at least eps^2, tending to it as J0 becomes
     identifiable."""
@@ -85,7 +86,7 @@ def mc_excess_risk_in_frame(key, o, lam, gamma, d, L: int, n: int, eps=0.0, chun
     return mc_mean(key, _excess_in_frame_samples(o, lam, gamma, d, L, eps), n, chunk)
 
 
-@partial(jax.jit, static_argnames=("L", "n", "chunk"))
+@partial(programs.jit, static_argnames=("L", "n", "chunk"))
 def mc_excess_risk_in_frame_to_se(key, o, lam, gamma, d, L: int, n: int, target_se, eps=0.0, chunk: int = 20_000):
     """:func:`mc_excess_risk_in_frame` drawn until its standard error is at most ``target_se`` (or ``n``
     sequences), the sequences of ``mc_excess_risk_in_frame(key, ..., n)`` in order; returns ``(mean, SE, count)``."""

@@ -78,6 +78,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf
 
+from attnlab import programs
 from attnlab.marion.dynamics import _segment_count
 from attnlab.marion.risk import erf_prime
 
@@ -544,7 +545,7 @@ def _block_runner(p: ToyParams, run_keys, shared, d, L, B, J, H, K, offset):
     return one_block
 
 
-@partial(jax.jit, static_argnames=("d", "L", "B", "J", "H", "K", "offset", "per_seg"))
+@partial(programs.jit, static_argnames=("d", "L", "B", "J", "H", "K", "offset", "per_seg"))
 def _segment(grams, i, run_keys, shared, p: ToyParams, d: int, L: int, B: int, J: int, H: int, K: int, offset: int,
              per_seg: int):
     one_block = _block_runner(p, run_keys, shared, d, L, B, J, H, K, offset)
@@ -584,7 +585,7 @@ def run_reduced(gram0, run_keys, shared, p: ToyParams, *, d: int, L: int, batch_
     return steps, logged
 
 
-@partial(jax.jit, static_argnames=("d", "L", "J", "H"))
+@partial(programs.jit, static_argnames=("d", "L", "J", "H"))
 def risks_along(grams, tests, lam, shared, gamma, eps, d: int, L: int, J: int = 2, H: int = 2):
     """Closed-form and held-out excess risks of logged Gram matrices (log, arm, run, n, n) at ``lam`` (log,), with
     each run's test set ``tests`` (leading axis: runs) and each arm's law ``shared`` (arms,). Returns two arrays

@@ -72,6 +72,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import programs
 from attnlab.config import ExperimentConfig
 from attnlab.marion import multihead as mh
 from attnlab.marion.predictors import LAMBDA_MAX
@@ -172,12 +173,12 @@ class ToyMultiheadConfig(ExperimentConfig):
                    for k, v in NOTEBOOK_SETTINGS.items())
 
 
-@partial(jax.jit, static_argnames=("d", "L", "n_test"))
+@partial(programs.jit, static_argnames=("d", "L", "n_test"))
 def _initial_all(run_keys, d: int, L: int, n_test: int):
     return jax.vmap(lambda k: _initial(k, d, L, n_test))(run_keys)
 
 
-@partial(jax.jit, static_argnames=("d", "L", "n"))
+@partial(programs.jit, static_argnames=("d", "L", "n"))
 def _mc_final(keys, grams, shared, lam, gamma, eps, d: int, L: int, n: int):
     """Monte Carlo risks in R^d of the flat final states ``grams`` (one key and law each), one state at a time."""
 
@@ -188,7 +189,7 @@ def _mc_final(keys, grams, shared, lam, gamma, eps, d: int, L: int, n: int):
     return jax.lax.map(one, (keys, grams, shared))
 
 
-@partial(jax.jit, static_argnames=("d", "L"))
+@partial(programs.jit, static_argnames=("d", "L"))
 def _closed_form_other_law(grams, shared, lam, gamma, d: int, L: int):
     """The closed form of each flat state under the other signal-noise law (the Monte Carlo check's control)."""
     return jax.vmap(lambda g, s: mh.population_excess_risk(g, lam, gamma, d, L, J, H, jnp.where(s, 0.0, 1.0)))(
@@ -247,7 +248,7 @@ def _onestep(key, gram, lam, cfg: ToyMultiheadConfig, shared: bool):
     return (*mse(s_full), *mse(s_red), *mse(s_ctl), jnp.max(dev), jnp.max(grow))
 
 
-_onestep_jit = jax.jit(_onestep, static_argnames=("cfg", "shared"))
+_onestep_jit = programs.jit(_onestep, static_argnames=("cfg", "shared"))
 
 
 def run(cfg: ToyMultiheadConfig, key, progress=None) -> xr.Dataset:

@@ -22,6 +22,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import programs
 from attnlab.config import ExperimentConfig
 from attnlab.marion.dynamics import (
     SLRParams,
@@ -98,7 +99,7 @@ class MarionConfig(ExperimentConfig):
                          lambda0=self.lambda0, schedule=self.lambda_schedule, schedule_rate=self.schedule_rate)
 
 
-@partial(jax.jit, static_argnames=("d", "n_repeats", "init"))
+@partial(programs.jit, static_argnames=("d", "n_repeats", "init"))
 def _start(key, d: int, n_repeats: int, init: str):
     """The run's keys ``(train, vectors, mc, frame, bayes)`` (``train``: one per repeat) and, per repeat, a fresh
     teacher (k*, v*), the initial (k, v) (official ``init_star`` and initialisers) and their overlaps: one
@@ -116,7 +117,7 @@ def _start(key, d: int, n_repeats: int, init: str):
     return keys, (k_star, v_star, k, v), jax.vmap(overlaps)(k, v, k_star, v_star)
 
 
-@partial(jax.jit, static_argnames=("schedule", "d", "L"))
+@partial(programs.jit, static_argnames=("schedule", "d", "L"))
 def _closed_forms(traj: Overlaps, steps, lambda0, schedule: bool, rate, gamma, d: int, L: int):
     """Along a trajectory (overlaps (steps, repeats)): ``lambda_t``, the closed-form excess risk, the oracle's, the
     spurious point and its risk at the final ``lambda_t``, and the distance to M (one program)."""

@@ -92,6 +92,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
+
 __all__ = [
     "LN_EPS",
     "Params",
@@ -367,7 +369,7 @@ def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size)
     return sgd_step(params, run.r, X, y, step_size)[0]
 
 
-@partial(jax.jit, static_argnames=("sz", "K", "offset", "per_seg"))
+@partial(programs.jit, static_argnames=("sz", "K", "offset", "per_seg"))
 def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: int, offset: int, per_seg: int):
     """``per_seg`` blocks of ``K`` updates of every arm and run (``lax.scan``); logs after the first ``offset``
     updates of each block. ``step_keys`` (runs, per_seg, K): the keys of those updates.
@@ -397,7 +399,7 @@ def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: 
             jax.tree.map(lambda a: jnp.moveaxis(a, 2, 0), logged))  # (arm, run, ...), (arm, run, block, ...)
 
 
-@partial(jax.jit, static_argnames=("sz",))
+@partial(programs.jit, static_argnames=("sz",))
 def _log_all(params, runs: RunData, arms: Arm, consts, sz: Sizes):
     gamma, eps, _ = consts
     one = jax.vmap(lambda p, run, arm: _log(p, run, arm, sz, gamma, eps), in_axes=(0, 0, None))

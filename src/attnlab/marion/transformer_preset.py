@@ -83,6 +83,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import programs
 from attnlab.config import ExperimentConfig
 from attnlab.marion import transformer as tf
 
@@ -285,7 +286,7 @@ def _logging(cfg) -> bool:
     return bool(getattr(cfg, "notebook_logging", False))
 
 
-@partial(jax.jit, static_argnames=("sz", "n_steps"))
+@partial(programs.jit, static_argnames=("sz", "n_steps"))
 def _initial(run_keys, arms: tf.Arm, sz: tf.Sizes, n_steps: int):
     """The notebook's key tree: each run key splits into (SGD stream, initialisation, teachers, held-out set); the
     stream into one key per update. Returns the initial parameters (arm, run, ...), the runs' data and step keys."""
@@ -300,7 +301,7 @@ def _initial(run_keys, arms: tf.Arm, sz: tf.Sizes, n_steps: int):
     return params, tf.RunData(r[0], ks, vs, k_test), step_keys
 
 
-@partial(jax.jit, static_argnames=("sz", "n_mc", "n_floor", "n_forward"))
+@partial(programs.jit, static_argnames=("sz", "n_mc", "n_floor", "n_forward"))
 def _final_extras(key, params, runs: tf.RunData, arms: tf.Arm, gamma, eps, sz: tf.Sizes, n_mc: int, n_floor: int,
                   n_forward: int):
     """At the final state of every arm and run (runs one at a time, arms vectorised): the Monte Carlo excess risk,

@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
+
 __all__ = ["official_grid", "kde", "kde_kl", "ks_w1", "ks_w1_rows", "bootstrap_ks_w1", "poisson1", "ks_critical",
            "rb_density", "rb_cdf", "kl_quadrature", "KDE_FLOOR"]
 
@@ -141,7 +143,7 @@ def ks_critical(n: int, m: int, alpha: float = 1e-3) -> float:
     return math.sqrt(-0.5 * math.log(alpha / 2.0)) * math.sqrt((n + m) / (n * m))
 
 
-@functools.partial(jax.jit, static_argnames=("block",))
+@functools.partial(programs.jit, static_argnames=("block",))
 def rb_density(v, grid, block: int = 8192):
     """Rao-Blackwellised density ``mean_m phi(y; 0, v_m)`` of a Gaussian scale mixture, on ``grid``: ``-1/(2 v_m)``
     and ``1/sqrt(2 pi v_m)`` are formed once per point, so the inner loop has no division (padding: weight 0)."""

@@ -76,6 +76,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import _validate as check
+from attnlab import programs
 from attnlab._random import bartlett, chi2, normal
 from attnlab.sakai.kernel import closed_form, token_kernel
 from attnlab.sakai.model import check_layers, check_model, layer_activation
@@ -224,7 +225,7 @@ def sample_joint_limit(key, K, *, n_tokens: int, n_heads: int, layers=("attentio
                   scaling, readout == "mean", chunk or chunk_size(n_samples, 8 * H * K.shape[0] ** 2))
 
 
-@functools.partial(jax.jit, static_argnums=tuple(range(3, 12)))
+@functools.partial(programs.jit, static_argnums=tuple(range(3, 12)))
 def _limit(key, L0, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk):
     def draw(k, size):
         return _stack(k, jnp.broadcast_to(L0, (size,) + L0.shape), math.inf, m, s, n_heads, layers, n_out, scaling,
@@ -281,12 +282,12 @@ def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples:
     return _network(key, U0, jnp.asarray(float(n)), active, factor, m, s, H, layers, n_samples, n_out, pool, chunk)
 
 
-@functools.partial(jax.jit, static_argnums=tuple(range(5, 13)))
+@functools.partial(programs.jit, static_argnums=tuple(range(5, 13)))
 def _network(key, U0, n, active, factor, m, s, n_heads, layers, n_samples, n_out, pool, chunk):
     return _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, "sqrt", pool, chunk, factor)
 
 
-@functools.partial(jax.jit, static_argnums=(2,) + tuple(range(4, 13)))
+@functools.partial(programs.jit, static_argnums=(2,) + tuple(range(4, 13)))
 def _network_static(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk):
     return _network_draws(key, U0, n, active, m, s, n_heads, layers, n_samples, n_out, scaling, pool, chunk)
 

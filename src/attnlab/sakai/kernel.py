@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import _validate as check
+from attnlab import programs
 from attnlab.sakai.model import check_layers
 
 __all__ = ["Kernel", "token_kernel", "as_kernel", "attention_kernel", "attention_blocks", "dense_kernel", "relu_kernel",
@@ -219,7 +220,7 @@ def _pair_block(z, Kpair):
     return jnp.mean(Sa @ Kpair[:s, s:] @ jnp.swapaxes(Sb, -1, -2), 0)
 
 
-@functools.partial(jax.jit, static_argnames=("s", "chunk"))
+@functools.partial(programs.jit, static_argnames=("s", "chunk"))
 def _attention_replicate(K, z_diag, z_pair, idiag, ia, ib, s: int, chunk: int):
     """The blocks of the sequences ``idiag`` with themselves (D, s, s) and of the pairs ``(ia[p], ib[p])``, a != b
     (P, s, s), of one replicate."""

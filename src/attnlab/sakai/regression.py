@@ -37,6 +37,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab import programs
 from attnlab.config import ExperimentConfig
 from attnlab.registry import Check, Preset, mean_se, register
 from attnlab.sakai.joint import sample_joint_limit, sample_network
@@ -205,7 +206,7 @@ def _predict(params, U, n: int, H: int):
     return Y.mean(-2) @ params["w"] / math.sqrt(n)
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7))
+@functools.partial(programs.jit, static_argnums=(5, 6, 7))
 def _train(key, U_train, y_train, U_test, y_test, n: int, H: int, steps: int, lr):
     params = _init(key, U_train.shape[-1], n, H)
     loss = lambda p: 0.5 * jnp.mean((_predict(p, U_train, n, H) - y_train) ** 2)  # noqa: E731

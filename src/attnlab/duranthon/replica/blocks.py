@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
 from attnlab.duranthon.activations import Activation
 from attnlab.duranthon.replica.proximal import INNER_GTOL, NEWTON_STOP, _implicit_fields, _newton, _newton_loop
 from attnlab.duranthon.replica.samples import FrozenSamples
@@ -56,7 +57,7 @@ def _scalars(*values):
     return tuple(np.float64(v) for v in values)
 
 
-@partial(jax.jit, static_argnames=("act",))
+@partial(programs.jit, static_argnames=("act",))
 def _advance_block(act, pairs, V_k, V_v, c, x, i, moved, cap, n_newton, target):
     """One block of (sample, start) Newton loops (:func:`_newton_loop`), each resumed from its state ``(x, i, moved)``
     until its step counter reaches ``cap`` (per pair) or it stops. ``pairs = (omega^k, omega^v, y, mask)`` of each
@@ -152,7 +153,7 @@ def _lowest(ends: _Ends):
     return ends.x[rows, b], ends.J[rows, b]
 
 
-@partial(jax.jit, static_argnames=("act",))
+@partial(programs.jit, static_argnames=("act",))
 def _channel_block(act, pairs, V_k, V_v, c, x):
     """One block of samples: the final full Newton step of :func:`_prox_all` from the loops' end points ``x`` (kept
     unless it raises J beyond round-off), then :func:`_implicit_fields` there. Returns (f^k, f^v, r, div_k, div_v,

@@ -47,6 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab.extend import jit
+
 __all__ = ["spectrum", "moment_matrix", "risk", "optimal_gamma", "optimal_risk", "plain_gd_eta", "population_gd",
            "train", "mc_risk"]
 
@@ -108,7 +110,7 @@ def _prompts(key, lam, n: int, batch: int):
     return jnp.einsum("bn,bnd->bd", y, x) / n, xq, jnp.sum(xq * w, axis=1)
 
 
-@partial(jax.jit, static_argnames=("n", "steps", "batch"))
+@partial(jit, static_argnames=("n", "steps", "batch"))
 def train(keys, lam, *, n: int, steps: int, batch: int, eta: float, gamma0: float):
     """Stochastic gradient descent on the squared error of y_hat = x_q^T Gamma h, ``batch`` fresh prompts a step,
     from Gamma_0 = gamma0 I, one run per key (vmapped); returns each run's average of its iterates
@@ -132,7 +134,7 @@ def train(keys, lam, *, n: int, steps: int, batch: int, eta: float, gamma0: floa
     return jax.vmap(one)(keys)
 
 
-@partial(jax.jit, static_argnames=("n", "size"))
+@partial(jit, static_argnames=("n", "size"))
 def mc_risk(keys, gammas, lam, *, n: int, size: int):
     """The mean squared error of each trained Gamma on ``size`` fresh prompts of length ``n`` (one key per Gamma)."""
 
