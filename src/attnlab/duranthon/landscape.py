@@ -105,7 +105,7 @@ def gradient_descent(act: Activation, W0, X, mask, y, lam, step_size, n_steps: i
     return Trajectory(W, jnp.swapaxes(o, 0, 1), obj.T, g)
 
 
-@partial(jax.jit, static_argnames=("act", "n_steps", "batch_size"))
+@partial(programs.jit, static_argnames=("act", "n_steps", "batch_size"))
 def minibatch_sgd(act: Activation, keys, W0, X, mask, y, lam, step_size, n_steps: int, batch_size: int):
     """SGD ``w <- w - eta D grad l_B(w)`` with ``l_B`` the objective on ``batch_size`` training samples drawn with
     replacement at every update (one key per run): the end points (runs, 2D)."""
@@ -159,7 +159,7 @@ def classify_minima(W, objective, grad_norm, informed: int, grad_tol: float, poi
     return classes, labels
 
 
-@partial(jax.jit, static_argnames=("act",))
+@partial(programs.jit, static_argnames=("act",))
 def held_out_errors(act: Activation, W, X, mask, y):
     """Test error ``mean (y - f)^2`` of every run ``W`` (runs, 2D) on one test set, and its standard error."""
     D = X.shape[-1]
@@ -167,7 +167,7 @@ def held_out_errors(act: Activation, W, X, mask, y):
     return jnp.mean(sq, -1), jnp.std(sq, -1, ddof=1) / math.sqrt(y.shape[0])
 
 
-@partial(jax.jit, static_argnames=("act",))
+@partial(programs.jit, static_argnames=("act",))
 def manifold_drift(act: Activation, k, v, k_star, v_star, X, mask, y):
     """Gradient-flow velocities of the cross overlaps ``(m_kv*, m_vk*, q_kv)`` of the loss at (k, v), estimated on
     the sequences (X, y): means and standard errors of the per-sample terms ``-(f - y) d f[u]`` with the tangents

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import _validate as check
+from attnlab import programs
 from attnlab._random import normal
 from attnlab.sakai.model import check_model
 from attnlab.sakai.sampler import _limit_gram, chunk_size, first_token_variance
@@ -70,7 +71,7 @@ def sample_limit_first(key, *, n_heads: int, n_tokens: int = 4, activation: str 
     return _limit_first(key, n_heads, n_tokens, activation, n_samples, n_seeds)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+@functools.partial(programs.jit, static_argnums=(1, 2, 3, 4, 5))
 def _limit_tokens(key, n_heads, n_tokens, activation, n_samples, n_out):
     L = jnp.linalg.cholesky(jnp.asarray(input_gram(activation, n_tokens)))
     kn, kz = jax.random.split(key)

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from attnlab import _validate as check
+from attnlab import programs
 from attnlab.sakai.model import check_layers, check_model, layer_activation, psi
 
 __all__ = ["reference_network", "sample_reference", "sample_reference_first", "sample_reference_scores",
@@ -170,7 +171,7 @@ def sample_reference_scores(key, *, n: int, n_tokens: int = 4, activation: str =
     return out[:, 0], out[:, 1]
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+@functools.partial(programs.jit, static_argnums=(1, 2, 3, 4, 5))
 def _reference_scores(key, n, n_tokens, activation, n_samples, batch_size):
     total = n + n_tokens * n * n + 2 * n * n
     n_batches = -(-n_samples // batch_size)
@@ -242,7 +243,7 @@ def sample_reference_stack(key, U, *, n: int, n_heads: int, layers=("attention",
     return _reference_stack(key, jnp.asarray(U, jnp.float64), n, n_heads, layers, n_samples, n_out, scaling)
 
 
-@functools.partial(jax.jit, static_argnums=tuple(range(2, 8)))
+@functools.partial(programs.jit, static_argnums=tuple(range(2, 8)))
 def _reference_stack(key, U, n, n_heads, layers, n_samples, n_out, scaling):
     m, s, _ = U.shape
 
