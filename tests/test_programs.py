@@ -125,6 +125,14 @@ def test_without_attnlabs_compile_cache_nothing_is_saved(probe, tmp_path):
     assert res["traced"] and res["out"] == res["plain"] and not (tmp_path / "cc").exists()
 
 
+def test_the_switch_turns_saving_and_loading_off(probe, tmp_path, monkeypatch):
+    probe()
+    monkeypatch.setenv("ATTNLAB_PROGRAMS", "off")
+    res = probe()
+    assert res["traced"] and res["out"] == res["plain"]  # the saved program is not loaded
+    assert probe(k=4)["traced"] and len(_saved(tmp_path)) == 1  # nor a new one saved
+
+
 def test_a_function_without_a_source_file_is_not_saved(tmp_path):
     """A function defined where there is no file to fingerprint (``python -c``, a notebook) could change without its
     key changing: its programs are traced by jax.jit, and nothing is saved."""

@@ -23,8 +23,9 @@ a C kernel is available in this process) must be declared with ``jax.jit``: a sa
 made in the process that traced it.
 
 Saving is on only where attnlab's compilation cache is on (the command line, its workers and :func:`attnlab.run`
-inside :func:`attnlab.runtime.configured`), in ``programs/<fingerprint>`` beside the cache's slots; elsewhere (and
-inside another function's trace, or for a program ``jax.export`` cannot save) :func:`jit` is ``jax.jit``. Programs
+inside :func:`attnlab.runtime.configured`), in ``programs/<fingerprint>`` beside the cache's slots, and
+``ATTNLAB_PROGRAMS`` is not ``off``; elsewhere (and inside another function's trace, or for a program ``jax.export``
+cannot save) :func:`jit` is ``jax.jit``. Programs
 are written to a temporary name and renamed, so a reader never sees half of one; one that cannot be read is traced
 again; where ``jax.export`` cannot save a program (a host callback), an empty ``.unsaved`` file says so to later
 processes, which then trace it once, with ``jax.jit``, instead of twice. The folders of other fingerprints are
@@ -180,6 +181,10 @@ def _tracer_type() -> type:
     from jax.core import Tracer
 
     return Tracer
+
+
+def _switched_off() -> bool:
+    return os.environ.get("ATTNLAB_PROGRAMS", "").strip().lower() in ("off", "0", "none")
 
 
 def _jit_disabled() -> bool:
@@ -345,7 +350,7 @@ def jit(fn: Callable | None = None, *, static_argnames: str | tuple[str, ...] = 
     def wrapper(*args, **kwargs):
         from attnlab import runtime
 
-        if runtime.compile_cache_slot() is None or _jit_disabled():
+        if runtime.compile_cache_slot() is None or _jit_disabled() or _switched_off():
             return plain(*args, **kwargs)
         if not kwargs and len(args) <= len(params):
             arguments = dict(zip(params, args))
