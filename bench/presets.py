@@ -1,7 +1,9 @@
 """Benchmark: where a preset's wall time goes, for every preset, in a fresh process, cold and warm.
 
 For each preset and size (``--sizes quick,full``), two fresh processes run it from seed 0 as ``attnlab run`` does:
-the first with an empty JAX compilation cache (``cold``), the second with the cache the first one wrote (``warm``).
+the first with an empty JAX compilation cache (``cold``), the second with the cache the first one wrote (``warm``);
+the cache's folder also holds the saved traced programs (:mod:`attnlab.programs`): cold, each program is traced and
+saved, warm, loaded.
 Each process times its phases:
 
 * ``imports_s``: importing attnlab, JAX and the preset's paper package (``get_preset``);
