@@ -436,8 +436,8 @@ def _mc_risk_batches_to_se(keys, os, target_se, models, n: int, eps: float, chun
 def mc_risk_gammas(keys, o: DohmatobOverlaps, gammas, d: int, L: int, beta: float, link, n: int):
     """:func:`mc_risk_batch` at one point ``o`` (scalars) for several signal stds ``gammas`` (k,) at once, each with its
     key of ``keys`` (k,): the same draws as ``mc_risk_batch(key, o, DohmatobModel(d, L, beta, gamma, link), n)`` for
-    each ``(key, gamma)``, in one compiled program per (d, L, link), gamma a traced value (a model per gamma would
-    compile a program per gamma). Returns ``(mean, SE)``, each (k,)."""
+    each ``(key, gamma)``, in one compiled program per (o, d, L, beta, link, n), gamma a traced value (a model per
+    gamma would compile a program per gamma). Returns ``(mean, SE)``, each (k,)."""
 
     for g in np.atleast_1d(np.asarray(gammas, dtype=float)):
         check_gamma(float(g))
