@@ -151,18 +151,25 @@ def test_a_function_without_a_source_file_is_not_saved(tmp_path):
     assert not list((tmp_path / "cc").rglob("*.jaxexport"))
 
 
-def test_old_fingerprints_folders_are_pruned(tmp_path):
+def test_old_fingerprints_folders_are_pruned_and_nothing_else(tmp_path):
     import os
 
     root = tmp_path / "programs"
-    for i in range(programs.KEEP_FINGERPRINTS + 3):
-        (root / f"old{i}").mkdir(parents=True)
-        os.utime(root / f"old{i}", (1000 + i, 1000 + i))
-    current = root / "current"
+    names = [f"{i:020x}" for i in range(programs.KEEP_FINGERPRINTS + 3)]
+    for i, name in enumerate(names):
+        (root / name).mkdir(parents=True)
+        (root / name / "a.jaxexport").write_bytes(b"x")
+        os.utime(root / name, (1000 + i, 1000 + i))
+    # a user's folders under programs/ (another name, or a fingerprint's name holding a file of the user's): kept
+    for name, file in (("my-notes", "draft.txt"), ("f" * 20, "results.csv")):
+        (root / name).mkdir()
+        (root / name / file).write_text("mine")
+        os.utime(root / name, (1, 1))
+    current = root / ("c" * 20)
     programs._prune(current)
     kept = sorted(p.name for p in root.iterdir())
-    newest = [f"old{i}" for i in range(3, programs.KEEP_FINGERPRINTS + 3)]
-    assert kept == sorted(["current", *newest])
+    assert kept == sorted([current.name, *names[3:], "my-notes", "f" * 20])
+    assert (root / "my-notes" / "draft.txt").read_text() == "mine"
 
 
 def test_jit_refuses_what_it_cannot_key():

@@ -120,13 +120,28 @@ def program_dir(package: str = "attnlab") -> Path | None:
     return directory
 
 
+_SAVED_SUFFIXES = (".jaxexport", ".unsaved", ".tmp")
+
+
+def _ours(folder: Path) -> bool:
+    """Whether ``folder`` is a program folder this module wrote: named by a fingerprint (20 hex digits) and holding
+    nothing but saved programs, marks and temporary files. Anything else under ``programs/`` is never removed."""
+    name = folder.name
+    if len(name) != 20 or any(c not in "0123456789abcdef" for c in name):
+        return False
+    try:
+        return all(entry.is_file() and entry.name.endswith(_SAVED_SUFFIXES) for entry in os.scandir(folder))
+    except OSError:
+        return False
+
+
 def _prune(current: Path) -> None:
     """Create ``current``, mark it used now, and remove the program folders of other fingerprints but the
-    :data:`KEEP_FINGERPRINTS` last used."""
+    :data:`KEEP_FINGERPRINTS` last used (only folders that are :func:`_ours`)."""
     try:
         current.mkdir(parents=True, exist_ok=True)
         os.utime(current)
-        others = sorted((p for p in current.parent.iterdir() if p.is_dir() and p != current),
+        others = sorted((p for p in current.parent.iterdir() if p.is_dir() and p != current and _ours(p)),
                         key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return
@@ -288,7 +303,11 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
     except _NotPlainData:
         _MEMO[memo_key] = _UNSAVED
         return None
-    directory = program_dir(fn.__module__.split(".")[0])
+    package = fn.__module__.split(".")[0]
+    if fingerprint(package) is None:  # no source file to key on: never saved, and not asked again at each call
+        _MEMO[memo_key] = _UNSAVED
+        return None
+    directory = program_dir(package)
     if directory is None:
         return None
     described = tuple(a.__name__ if isinstance(a, type) else (str(a[0]), tuple(a[1]), bool(a[2])) for a in avals)
