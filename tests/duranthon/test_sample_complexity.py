@@ -125,3 +125,55 @@ def test_replica_overlaps_test_error_and_training_loss_match_large_erm_at_high_s
     se_, se_se = _mean_se(p.sim_test_error.values)
     tol = 5 * math.hypot(te_se, se_se)
     assert abs(te - se_) <= tol and abs(np.mean(ctrl_test) - se_) > tol, (te, se_, tol, np.mean(ctrl_test))
+
+
+def _lambda_star_dataset(e_set, lam_star=0.015):
+    """A sample-complexity dataset reduced to what the lambda* check reads: grid 0.3 ... 0.003, one activation and
+    alpha, the sets' replica test errors ``e_set[g, s]``, RS-stable fixed points, lambda* found by its root find."""
+    import xarray as xr
+
+    grid = [0.3, 0.1, 0.03, 0.01, 0.003]
+    e_set = np.asarray(e_set, dtype=float)[None, None]
+    mean = np.mean(e_set, axis=-1)
+    argmin = grid[int(np.nanargmin(mean[0, 0]))]
+    dims = ("activation", "alpha")
+    return xr.Dataset(
+        {"lambda_star": (dims, [[lam_star]]), "lambda_grid_argmin": (dims, [[argmin]]),
+         "lambda_star_status": (dims, [["root"]]), "replica_test_error": (dims, [[float(np.min(mean))]]),
+         "replica_test_error_grid": (dims + ("lam_grid",), mean),
+         "replica_test_error_grid_set": (dims + ("lam_grid", "set"), e_set),
+         "replica_at_eigenvalue_grid": (dims + ("lam_grid", "set"), np.full(e_set.shape, 0.5))},
+        coords={"activation": ["softmax"], "alpha": [2.0], "lam_grid": grid, "set": np.arange(e_set.shape[-1])},
+        attrs={"lambda_grid_rs_stable_only": 1})
+
+
+def test_lambda_star_check_takes_grid_lambdas_tied_with_the_argmin_as_its_answer():
+    """Sets' test errors as the quick run's at alpha = 2 (single-threaded XLA): E(0.003) lies 0.0024 below E(0.01),
+    0.45 SE of the paired difference over the four sets (E(0.03) 1.7 SE above). lambda* = 0.015 is within the grid's
+    resolution of 0.01, tied with the argmin 0.003, and the check passes; against the argmin alone (the control:
+    the sets' errors left out, as a run stored without them is read) it fails, as it did when the solver's rounding
+    made 0.003 converge on every set. Where 0.003 is lower by far more than the sets' spread, 0.01 is not tied and
+    the check fails."""
+    from attnlab.duranthon.summaries import _lambda_star_checks, grid_ties
+
+    e_set = [[0.3159, 0.3284, 0.3279, 0.3249], [0.2434, 0.2432, 0.2529, 0.2513], [0.2238, 0.2139, 0.2282, 0.2274],
+             [0.2171, 0.2068, 0.2262, 0.2219], [0.2143, 0.2197, 0.2170, 0.2112]]
+    ds = _lambda_star_dataset(e_set)
+    assert sorted(grid_ties(ds.lam_grid, e_set, np.full((5, 4), 0.5))) == [0.003, 0.01, 0.03]
+    (check,) = _lambda_star_checks(ds, {})
+    assert check.passed and check.control_rejected and check.simulation == pytest.approx(-2.0)
+    (argmin_only,) = _lambda_star_checks(ds.drop_vars("replica_test_error_grid_set"), {})
+    assert argmin_only.simulation == pytest.approx(math.log10(0.003)) and not argmin_only.passed
+    apart = np.array(e_set)
+    apart[4] = apart[3] - 0.02  # every set 0.02 lower at 0.003: no longer tied with 0.01
+    (check,) = _lambda_star_checks(_lambda_star_dataset(apart), {})
+    assert sorted(grid_ties(ds.lam_grid, apart, np.full((5, 4), 0.5))) == [0.003] and not check.passed
+    # a grid whose test errors are all within their noise of each other locates no minimum: not evaluated
+    flat = np.array(e_set)
+    flat[0] = flat[4] + np.array([0.03, -0.03, 0.03, -0.03])
+    (check,) = _lambda_star_checks(_lambda_star_dataset(flat), {})
+    assert not check.evaluated and "does not locate a minimum" in check.reason
+    # an RS-unstable lambda is never the answer, tied or not
+    at = np.full((5, 4), 0.5)
+    at[4, 3] = 1.2
+    assert sorted(grid_ties(ds.lam_grid, e_set, at)) == [0.01, 0.03]

@@ -206,6 +206,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     rep_test_set = np.full((n_a, n_al, n_sets), np.nan)
     rep_at = np.full((n_a, n_al, n_sets), np.nan)
     grid_test, grid_conv = np.full((n_a, n_al, n_g), np.nan), np.zeros((n_a, n_al, n_g, n_sets), bool)
+    grid_test_set = np.full((n_a, n_al, n_g, n_sets), np.nan)
     grid_at = np.full((n_a, n_al, n_g, n_sets), np.nan)
     lam_opt = np.full((n_a, n_al, 2), np.nan)
     lam_star, lam_star_der = np.full((n_a, n_al), np.nan), np.full((n_a, n_al), np.nan)
@@ -257,6 +258,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                                             o.q_v, n_risk)
                         test_set[s], mc_se[s] = m, e
                 by_g.append((rs, test_set, mc_se))
+                grid_test_set[a, i, g] = test_set
                 eligible.append(False)
                 if np.all(np.isfinite(test_set)):
                     grid_test[a, i, g] = np.mean(test_set)
@@ -358,6 +360,9 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                                                                   "lambda (implicit differentiation)"}),
         "replica_test_error_grid": (("activation", "alpha", "lam_grid"), grid_test,
                                     {**u, "long_name": "replica test error (mean over sets) at each grid lambda"}),
+        "replica_test_error_grid_set": (("activation", "alpha", "lam_grid", "set"), grid_test_set,
+                                        {**u, "long_name": "replica test error of each set at each grid lambda "
+                                                           "(common random numbers across sets and lambdas)"}),
         "replica_converged_grid": (("activation", "alpha", "lam_grid", "set"), grid_conv, u),
         "replica_at_eigenvalue_grid": (("activation", "alpha", "lam_grid", "set"), grid_at, u),
         "sim_overlaps": (("activation", "alpha", "seed", "overlap"), sim, u),
