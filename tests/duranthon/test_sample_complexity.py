@@ -159,7 +159,7 @@ def test_lambda_star_check_takes_grid_lambdas_tied_with_the_argmin_as_its_answer
     e_set = [[0.3159, 0.3284, 0.3279, 0.3249], [0.2434, 0.2432, 0.2529, 0.2513], [0.2238, 0.2139, 0.2282, 0.2274],
              [0.2171, 0.2068, 0.2262, 0.2219], [0.2143, 0.2197, 0.2170, 0.2112]]
     ds = _lambda_star_dataset(e_set)
-    assert sorted(grid_ties(ds.lam_grid, e_set, np.full((5, 4), 0.5))) == [0.003, 0.01, 0.03]
+    assert sorted(grid_ties(ds.lam_grid, e_set, 0.003, np.full((5, 4), 0.5))) == [0.003, 0.01, 0.03]
     (check,) = _lambda_star_checks(ds, {})
     assert check.passed and check.control_rejected and check.simulation == pytest.approx(-2.0)
     (argmin_only,) = _lambda_star_checks(ds.drop_vars("replica_test_error_grid_set"), {})
@@ -167,7 +167,7 @@ def test_lambda_star_check_takes_grid_lambdas_tied_with_the_argmin_as_its_answer
     apart = np.array(e_set)
     apart[4] = apart[3] - 0.02  # every set 0.02 lower at 0.003: no longer tied with 0.01
     (check,) = _lambda_star_checks(_lambda_star_dataset(apart), {})
-    assert sorted(grid_ties(ds.lam_grid, apart, np.full((5, 4), 0.5))) == [0.003] and not check.passed
+    assert sorted(grid_ties(ds.lam_grid, apart, 0.003, np.full((5, 4), 0.5))) == [0.003] and not check.passed
     # a grid whose test errors are all within their noise of each other locates no minimum: not evaluated
     flat = np.array(e_set)
     flat[0] = flat[4] + np.array([0.03, -0.03, 0.03, -0.03])
@@ -176,4 +176,4 @@ def test_lambda_star_check_takes_grid_lambdas_tied_with_the_argmin_as_its_answer
     # an RS-unstable lambda is never the answer, tied or not
     at = np.full((5, 4), 0.5)
     at[4, 3] = 1.2
-    assert sorted(grid_ties(ds.lam_grid, e_set, at)) == [0.01, 0.03]
+    assert sorted(grid_ties(ds.lam_grid, e_set, 0.01, at)) == [0.01, 0.03]

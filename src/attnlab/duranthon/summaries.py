@@ -232,32 +232,27 @@ TIE_SE = 5.0
 paired difference (over the frozen sets) are tied with it (:func:`grid_ties`)."""
 
 
-def grid_ties(grid, e_set, at=None, rs_stable_only: bool = True, se: float = TIE_SE) -> np.ndarray:
-    """The grid lambdas statistically tied with the grid argmin of the replica test error.
+def grid_ties(grid, e_set, argmin: float, at=None, rs_stable_only: bool = True, se: float = TIE_SE) -> np.ndarray:
+    """The grid lambdas statistically tied with ``argmin``, the grid argmin of the replica test error (the
+    dataset's ``lambda_grid_argmin``).
 
     ``e_set[g, s]`` is the test error of frozen set ``s`` at ``grid[g]`` (common random numbers across sets and
     lambdas), ``at[g, s]`` its replicon eigenvalue. A lambda is eligible where every set's test error is finite and,
-    with ``rs_stable_only``, every fixed point is RS-stable (``at < 1``), as the grid search's own argmin. Over the
-    eligible lambdas, with E_g the mean over sets and g* = argmin E_g, lambda_g is tied with lambda_g* when the
-    paired difference d_s = E_{g,s} - E_{g*,s} has mean(d) <= ``se`` * sd(d) / sqrt(S): the sets' spread decides,
-    not the ordering of two estimates that differ by less than their noise. Returns the tied lambdas (the argmin
-    first), empty when no lambda is eligible.
+    with ``rs_stable_only``, every fixed point is RS-stable (``at < 1``), as for the grid search's own argmin g*. An
+    eligible lambda_g is tied with lambda_g* when the paired difference d_s = E_{g,s} - E_{g*,s} has
+    mean(d) <= ``se`` * sd(d) / sqrt(S): the sets' spread decides, not the ordering of two estimates that differ by
+    less than their noise. Returns the tied lambdas, the argmin first.
     """
     grid, e_set = np.asarray(grid, dtype=float), np.asarray(e_set, dtype=float)
     ok = np.all(np.isfinite(e_set), axis=1)
     if rs_stable_only and at is not None and grid.size > 1:
         ok &= np.all(np.asarray(at, dtype=float) < 1, axis=1)
-    if not ok.any():
-        return np.array([])
-    mean = np.where(ok, np.mean(np.where(ok[:, None], e_set, 0.0), axis=1), np.inf)
-    best = int(np.argmin(mean))
-    tied = [best]
+    best = int(np.argmin(np.abs(grid - argmin)))
     n = e_set.shape[1]
+    tied = [best]
     for g in np.flatnonzero(ok):
-        if g == best or n < 2:
-            continue
         d = e_set[g] - e_set[best]
-        if np.mean(d) <= se * np.std(d, ddof=1) / math.sqrt(n):
+        if g != best and n >= 2 and np.mean(d) <= se * np.std(d, ddof=1) / math.sqrt(n):
             tied.append(int(g))
     return grid[tied]
 
@@ -293,16 +288,14 @@ def _lambda_star_checks(ds: xr.Dataset, metrics: dict) -> list:
                 float(p.replica_test_error)
             worst = float(grid[int(np.nanargmax(e_grid))])
             if "replica_test_error_grid_set" in p:
-                ties = grid_ties(grid, p.replica_test_error_grid_set.values, p.replica_at_eigenvalue_grid.values,
-                                 rs_only)
+                ties = grid_ties(grid, p.replica_test_error_grid_set.values, lam_g,
+                                 p.replica_at_eigenvalue_grid.values, rs_only)
             else:  # a run stored without the sets' test errors: the argmin alone
-                ties = np.array([lam_g])
-            if ties.size == 0:
                 ties = np.array([lam_g])
             metrics[f"{a}_lambda_grid_ties_alpha{al:g}"] = int(ties.size)
             if worst in ties.tolist():
-                checks.append(Check.not_evaluated(name, "every grid lambda's test error within 5 SE of the "
-                                                        "argmin's: the grid does not locate a minimum",
+                checks.append(Check.not_evaluated(name, f"every grid lambda's test error within {TIE_SE:g} SE of "
+                                                        "the argmin's: the grid does not locate a minimum",
                                                   theory=math.log10(lam_s)))
                 continue
             near = float(min(ties, key=lambda x: abs(math.log10(lam_s / x))))
