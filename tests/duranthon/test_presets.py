@@ -252,16 +252,25 @@ def test_a_bad_lam_names_the_values_it_accepts():
 
 
 @pytest.mark.slow
-def test_quick_lam_optimal_finds_lambda_star_inside_its_grid_and_passes():
-    """``attnlab run duranthon-sample-complexity --quick --set lam=optimal`` at the quick size's smaller alpha, 2,
-    where lambda* lies lowest (lambda* at alpha = 8 is the test above's): the replica test error still falls below
-    PAPER_LAM_GRID's smallest lambda (0.03), so the quick grid (QUICK_LAM_STAR_GRID) reaches lower: lambda* is a
-    root inside it and every check is evaluated and passes."""
+def test_quick_lam_optimal_at_alpha_2_finds_the_optimum_below_the_papers_grid():
+    """``attnlab run duranthon-sample-complexity --quick --set lam=optimal`` at the quick size's smaller alpha, 2:
+    the replica test error still falls below PAPER_LAM_GRID's smallest lambda (0.03), so the quick grid
+    (QUICK_LAM_STAR_GRID) reaches lower and its argmin lies there. How far down it keeps falling is not a stable
+    fact at this size: near lambda = 0.003-0.01 the frozen sets' fixed points approach RS instability and some sets
+    have several (which one the solver reaches follows its rounding, i.e. the machine), so lambda* is either a root
+    below 0.03 or, where the error still falls at the smallest RS-stable grid lambda, reported at the grid's edge
+    (NaN) with its check not evaluated, never a number outside the grid. Every evaluated check passes."""
     from attnlab.duranthon.presets import PAPER_LAM_GRID, QUICK_LAM_STAR_GRID
 
     ds, (metrics, checks), _ = _run("duranthon-sample-complexity", lam="optimal", alphas=[2.0])
-    assert set(ds.lambda_star_status.values.ravel()) == {"root"}
-    lam = ds.lambda_star.values.ravel()
-    assert np.all((lam > min(QUICK_LAM_STAR_GRID)) & (lam < max(QUICK_LAM_STAR_GRID)))
-    assert lam.min() < min(PAPER_LAM_GRID)  # the optimum the paper's grid missed
-    assert checks and all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert float(ds.lambda_grid_argmin.max()) < min(PAPER_LAM_GRID)  # the optimum the paper's grid missed
+    for status, lam in zip(ds.lambda_star_status.values.ravel(), ds.lambda_star.values.ravel()):
+        assert status in ("root", "at_grid_edge"), status
+        if status == "root":
+            assert min(QUICK_LAM_STAR_GRID) < lam < min(PAPER_LAM_GRID)
+        else:
+            assert np.isnan(lam)
+    star = [c for c in checks if c.name.startswith("lambda* within the grid's resolution")]
+    assert star and all(c.passed == c.evaluated for c in star), star
+    assert all(c.passed for c in checks if c.evaluated), [c for c in checks if c.evaluated and not c.passed]
+    assert all(c.reason for c in checks if not c.evaluated)

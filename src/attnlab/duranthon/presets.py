@@ -282,8 +282,9 @@ register(Preset(
 
 QUICK_LAM_STAR_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 """The quick run's brackets of lambda* (``lam=optimal``): at its sizes (spiked-SLR, nu = 5, L = 2, n_replica = 1000)
-the replica test error falls from lambda = 3 down to lambda* ~ 0.015 at alpha = 2 and ~ 0.1 at alpha = 8, both
-inside; PAPER_LAM_GRID stops at 0.03, beyond which the optimum at alpha = 2 lies."""
+the replica test error falls from lambda = 3 down to lambda* ~ 0.1 at alpha = 8, inside, and at alpha = 2 below
+PAPER_LAM_GRID's smallest lambda 0.03, down to 0.005-0.015, where the frozen sets' fixed points near RS instability
+(some sets with several fixed points at 0.003-0.01) decide whether a root is found or the grid's edge is reported."""
 
 
 
