@@ -3,18 +3,25 @@
     python tools/preset_table.py --quick results-quick [--full results-full] [--machine "2-core ..."]
 
 Each time is the ``elapsed_s`` of the preset's finished run under the given folder (the run's own timing,
-compilation included); a preset with no run there shows "not measured". The table replaces the block between the
-``<!-- presets -->`` markers of README.md.
+compilation included); a preset with no run there shows "not measured". The table (attnlab's own presets) replaces
+the block between the ``<!-- presets -->`` markers of README.md, and the same times replace
+:data:`attnlab.app.scheduling.EXPECTED_S` (between its ``# expected-s`` markers), the order in which ``reproduce``
+submits its tasks, longest first; a preset not measured there keeps its previous times.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 from pathlib import Path
 
 from attnlab import presets
+from attnlab.registry import PAPERS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEDULING = ROOT / "src" / "attnlab" / "app" / "scheduling.py"
 
 
 def _times(root: Path | None) -> dict[str, float]:
@@ -41,9 +48,41 @@ def table(quick: Path | None, full: Path | None) -> str:
     tq, tf = _times(quick), _times(full)
     rows = ["| preset | paper | figure | what it shows | full | quick |", "|---|---|---|---|---|---|"]
     for name, p in presets().items():
+        if p.paper not in PAPERS:  # a plugin's preset installed here
+            continue
         what = p.description.replace("|", "/").split(". ")[0].rstrip(".")
         rows.append(f"| `{name}` | {p.paper} | {p.figure} | {what} | {_fmt(tf.get(name))} | {_fmt(tq.get(name))} |")
     return "\n".join(rows)
+
+
+def _seconds(t: float) -> float:
+    return round(t) if t >= 10 else round(t, 1)
+
+
+def expected_s(quick: Path | None, full: Path | None, previous: dict[str, tuple[float, float]]) -> str:
+    """The source of ``EXPECTED_S``: preset -> (full, quick) seconds, measured where a run is found, else as
+    ``previous``; presets in the catalogue's order, a line per preset."""
+    tq, tf = _times(quick), _times(full)
+    lines = ["EXPECTED_S: dict[str, tuple[float, float]] = {"]
+    for name, p in presets().items():
+        if p.paper not in PAPERS:
+            continue
+        old = previous.get(name)
+        f = tf.get(name, old[0] if old else None)
+        q = tq.get(name, old[1] if old else None)
+        if f is None or q is None:
+            continue
+        lines.append(f"    {name!r}: ({_seconds(f)}, {_seconds(q)}),".replace("'", '"'))
+    return "\n".join(lines + ["}"])
+
+
+def rewrite_expected_s(quick: Path | None, full: Path | None, path: Path = SCHEDULING) -> None:
+    text = path.read_text()
+    m = re.search(r"# expected-s\n(.*?)\n# /expected-s", text, flags=re.S)
+    if m is None:
+        raise SystemExit(f"{path}: no '# expected-s' ... '# /expected-s' block")
+    previous = ast.literal_eval(m.group(1).split("=", 1)[1].strip())
+    path.write_text(text[:m.start(1)] + expected_s(quick, full, previous) + text[m.end(1):])
 
 
 def main() -> None:
@@ -51,7 +90,7 @@ def main() -> None:
     ap.add_argument("--quick", type=Path)
     ap.add_argument("--full", type=Path)
     ap.add_argument("--machine", default="")
-    ap.add_argument("--readme", type=Path, default=Path(__file__).resolve().parents[1] / "README.md")
+    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
     args = ap.parse_args()
     block = table(args.quick, args.full)
     if args.machine:
@@ -62,6 +101,7 @@ def main() -> None:
     new = re.sub(r"<!-- presets -->.*?<!-- /presets -->", f"<!-- presets -->\n{block}\n<!-- /presets -->", text,
                  flags=re.S)
     args.readme.write_text(new)
+    rewrite_expected_s(args.quick, args.full)
     print(block)
 
 

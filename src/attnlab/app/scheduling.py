@@ -34,6 +34,7 @@ instead of 75% of it at start. Not applied where the user set ``XLA_PYTHON_CLIEN
 CPU_ENV: dict[str, str] = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
 """The environment of a CPU worker in the GPU layout: JAX on the CPU only, no CUDA context."""
 
+# expected-s
 EXPECTED_S: dict[str, tuple[float, float]] = {
     "marion-manifold": (6.7, 6.2), "marion-sphere-small-lambda": (6.9, 6.3),
     "marion-sphere-large-lambda": (6.7, 6.7), "marion-sphere-schedule": (6.9, 6.8), "marion-sgd": (84, 7.9),
@@ -45,8 +46,10 @@ EXPECTED_S: dict[str, tuple[float, float]] = {
     "sakai-low-rank": (7.3, 2.3), "sakai-relu": (16, 1.6), "sakai-wide": (19, 0.8), "bruno-alignment": (37, 2.9),
     "bruno-backward-heat": (19, 3.0), "bruno-forward-heat": (150, 3.8), "bruno-three-phases": (70, 2.2),
 }
-"""preset -> (full, quick) wall time in seconds on two CPU cores (the README's table of presets), used only to order
-the tasks, longest first. A preset missing here (not measured) counts as long: it goes first, in the given order."""
+# /expected-s
+"""preset -> (full, quick) wall time in seconds on two CPU cores (the README's table of presets, written with this
+block by tools/preset_table.py from the same runs), used only to order the tasks, longest first. A preset missing
+here (not measured) counts as long: it goes first, in the given order."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,59 @@
+"""tools/preset_table.py: the README's table of presets and the reproduction's task order come from the same runs."""
+
+import ast
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from attnlab.app import scheduling
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def preset_table():
+    spec = importlib.util.spec_from_file_location("preset_table", ROOT / "tools" / "preset_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(root: Path, preset: str, elapsed: float):
+    folder = root / preset / "abc"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"preset": preset, "elapsed_s": elapsed}))
+
+
+def _block(text: str) -> dict:
+    body = text.split("# expected-s\n", 1)[1].split("\n# /expected-s", 1)[0]
+    return ast.literal_eval(body.split("=", 1)[1].strip())
+
+
+def test_the_committed_block_is_what_the_tool_writes_from_no_runs(preset_table):
+    """With no runs the tool rewrites EXPECTED_S as it is: the committed block is the tool's format and is read
+    back by the module (markers present, one entry per preset it names)."""
+    text = (ROOT / "src" / "attnlab" / "app" / "scheduling.py").read_text()
+    assert _block(text) == scheduling.EXPECTED_S
+    assert ast.literal_eval(preset_table.expected_s(None, None, scheduling.EXPECTED_S).split("=", 1)[1].strip()) == \
+        scheduling.EXPECTED_S
+
+
+def test_measured_times_replace_the_old_and_unmeasured_keep_them(preset_table, tmp_path):
+    quick, full = tmp_path / "quick", tmp_path / "full"
+    _run(full, "marion-manifold", 4.26)
+    _run(quick, "marion-manifold", 3.04)
+    _run(full, "sakai-kernel", 1234.5)  # no previous times and no quick run: left out
+    _run(quick, "icl-lsa", 9.0)  # a plugin's preset: not attnlab's to schedule by this table
+    path = tmp_path / "scheduling.py"
+    path.write_text('X = 1\n# expected-s\nEXPECTED_S: dict[str, tuple[float, float]] = {\n'
+                    '    "marion-manifold": (6.7, 6.2), "marion-sgd": (84, 7.9),\n}\n# /expected-s\n"""doc"""\n')
+    preset_table.rewrite_expected_s(quick, full, path)
+    text = path.read_text()
+    assert text.startswith("X = 1\n# expected-s\n") and text.endswith('}\n# /expected-s\n"""doc"""\n')
+    assert _block(text) == {"marion-manifold": (4.3, 3.0), "marion-sgd": (84, 7.9)}
+    _run(quick, "sakai-kernel", 12.4)
+    preset_table.rewrite_expected_s(quick, full, path)
+    assert _block(path.read_text())["sakai-kernel"] == (1234, 12)
+    assert "icl-lsa" not in _block(path.read_text())
