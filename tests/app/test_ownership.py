@@ -304,7 +304,10 @@ def test_a_not_evaluated_or_inconclusive_check_says_why_in_the_table(capsys, mon
     assert "inconclusive" in out
 
 
-def test_a_non_finite_metric_fails_the_run_and_writes_nothing(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("name", ["trained_error", "error_lam0.01"])
+def test_a_non_finite_metric_fails_the_run_and_writes_nothing(tmp_path, monkeypatch, capsys, name):
+    """One line naming the metric and its value, nothing written; a metric name may hold a "." (a lambda in it:
+    duranthon-low-snr's names once turned this line into a KeyError, the run into a crash)."""
     import dataclasses
 
     from attnlab import registry
@@ -313,12 +316,12 @@ def test_a_non_finite_metric_fails_the_run_and_writes_nothing(tmp_path, monkeypa
 
     def summarize(ds, config):
         metrics, checks = p.summarize(ds, config)
-        return {**metrics, "trained_error": float("nan")}, checks
+        return {**metrics, name: float("nan")}, checks
 
     monkeypatch.setitem(registry._REGISTRY, p.name, dataclasses.replace(p, summarize=summarize))
     monkeypatch.chdir(tmp_path)
     assert main([*RUN, "--out", "run"]) == 1
-    assert "metric 'trained_error'" in _error_after_work(capsys)
+    assert f"metric {name!r} is nan" in _error_after_work(capsys)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -154,6 +154,28 @@ def test_low_snr_reports_every_point_and_passes_its_control_checks():
     assert set(figs) == {"low_snr_alpha2"}
 
 
+@pytest.mark.slow
+def test_low_snr_point_where_no_set_converged_has_no_value_not_nan():
+    """At full size (lambda down to 0.01) the uninformed Stein branch converges on no frozen set at lambda = 0.01:
+    its replica test error is None (no value), not NaN, which the store refuses as a failed computation (the full
+    reproduction lost the preset to it). Here the quick run's point at lambda = 0.1 is made so."""
+    from attnlab.app.store import _non_finite_metric
+
+    ds, _, _ = _run("duranthon-low-snr", lams=[1.0, 0.1], n_seeds=2)
+    at = dict(lam=0.1, jacobian="stein", branch="uninformed")
+    broken = ds.copy(deep=True)
+    for var in ("replica_test_error", "replica_test_error_se", "replica_objective", "replica_nonconvex_fraction"):
+        broken[var].loc[at] = np.nan
+    broken["replica_converged"].loc[at] = False
+    cfg = resolve_config("duranthon-low-snr", quick=True, overrides={"lams": [1.0, 0.1], "n_seeds": 2})
+    metrics, checks = all_presets()["duranthon-low-snr"].summarize(broken, cfg)
+    key = "stein_uninformed_alpha2_lam0.1"
+    assert metrics[f"replica_test_error_{key}"] is None and metrics[f"replica_converged_{key}"] == 0.0
+    assert metrics[f"replica_objective_{key}"] is None and metrics[f"nonconvex_fraction_{key}"] is None
+    assert _non_finite_metric(metrics) is None and checks
+    assert metrics["replica_test_error_implicit_uninformed_alpha2_lam0.1"] is not None  # the other points keep theirs
+
+
 @pytest.mark.parametrize("bad", [{"lams": [1.0, -0.1]}, {"lams": [1.0]}, {"alphas": [0.0]}, {"nu": -1.0},
                                  {"model": "spiked", "nu": math.inf}, {"jacobians": ["finite-difference"]}])
 def test_low_snr_bad_config_is_rejected(bad):

@@ -272,8 +272,9 @@ def _keep_unsaved(tmp: Path, run_dir: Path) -> Path | None:
     return None
 
 
-def _non_finite_metric(metrics: dict[str, Any], prefix: str = "") -> str | None:
-    """The name of the first metric that is a NaN or infinite number (nested dicts and lists searched), else None."""
+def _non_finite_metric(metrics: dict[str, Any], prefix: str = "") -> tuple[str, Any] | None:
+    """The name (nested dicts and lists joined by ".") and value of the first metric that is a NaN or infinite
+    number, else None. The value is returned with the name: a metric's own name may hold a "." (``lam0.01``)."""
     for name, value in metrics.items():
         label = f"{prefix}{name}"
         if isinstance(value, dict):
@@ -282,9 +283,10 @@ def _non_finite_metric(metrics: dict[str, Any], prefix: str = "") -> str | None:
             bad = _non_finite_metric({str(i): v for i, v in enumerate(value)}, f"{label}.")
         else:
             try:
-                bad = None if isinstance(value, (str, bool)) or value is None or math.isfinite(float(value)) else label
+                finite = isinstance(value, (str, bool)) or value is None or math.isfinite(float(value))
             except (TypeError, ValueError):
-                bad = None
+                finite = True
+            bad = None if finite else (label, value)
         if bad is not None:
             return bad
     return None
@@ -338,8 +340,8 @@ def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, f
                                        "nothing was written")
         bad_metric = _non_finite_metric(metrics)
         if bad_metric is not None:
-            raise NonFiniteResultError(f"{preset.name}: the results are not finite (metric {bad_metric!r} is "
-                                       f"{_metric_value(metrics, bad_metric)}); nothing was written")
+            raise NonFiniteResultError(f"{preset.name}: the results are not finite (metric {bad_metric[0]!r} is "
+                                       f"{bad_metric[1]!r}); nothing was written")
         try:
             # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, without warnings.
             # every chunk written, those of fill values too: a missing chunk is then damage (read_data)
@@ -380,8 +382,3 @@ def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, f
     return RunResult(run_dir, summary, reused=False)
 
 
-def _metric_value(metrics: dict[str, Any], dotted: str) -> str:
-    value: Any = metrics
-    for part in dotted.split("."):
-        value = value[int(part)] if isinstance(value, (list, tuple)) else value[part]
-    return repr(value)

@@ -320,6 +320,13 @@ def _mean_se(x, axis):
         return np.nanmean(x, axis=axis), np.nanstd(x, axis=axis, ddof=1) / np.sqrt(n)
 
 
+def _finite_or_none(x) -> float | None:
+    """A metric over the frozen sets whose fixed point converged: None where none did (a point past the end of a
+    stopped continuation path has no value; NaN would read as a failed computation)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
 def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
     """Metrics per (alpha, lambda, V_hat estimator, branch): replica test error (mean over frozen sets), ERM test
     error per start (mean over seeds), their gap, the non-convex fraction and the jump terms' z-scores
@@ -351,10 +358,10 @@ def summarize_low_snr(ds: xr.Dataset, cfg: LowSNRConfig):
                     te, te_se = _mean_se(q.replica_test_error.values, 0)
                     te_se = float(np.hypot(te_se, np.nanmean(q.replica_test_error_se.values)))
                     key = f"{jac}_{br}_{tag}"
-                    metrics[f"replica_test_error_{key}"] = float(te)
+                    metrics[f"replica_test_error_{key}"] = _finite_or_none(te)
                     metrics[f"replica_converged_{key}"] = float(conv)
-                    metrics[f"replica_objective_{key}"] = float(q.replica_objective.mean())
-                    metrics[f"nonconvex_fraction_{key}"] = float(q.replica_nonconvex_fraction.mean())
+                    metrics[f"replica_objective_{key}"] = _finite_or_none(q.replica_objective.mean())
+                    metrics[f"nonconvex_fraction_{key}"] = _finite_or_none(q.replica_nonconvex_fraction.mean())
                     if "replica_at_eigenvalue" in q:
                         metrics[f"at_eigenvalue_max_{key}"] = float(np.nanmax(q.replica_at_eigenvalue.values)) \
                             if np.isfinite(q.replica_at_eigenvalue.values).any() else None
