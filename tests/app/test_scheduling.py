@@ -77,9 +77,11 @@ def test_resources_and_order():
     resources, order = scheduling.plan(None, tasks, Layout(("0",), 3), native)
     # bruno-forward-heat has a C kernel on the CPU, but its paper's presets run on the GPU (GPU_PREFERRED)
     assert resources == [{"GPU": 1}, {"GPU": 1}, {"GPU": 1}, {"GPU": 1}, {"CPU": 1}]
-    # unknown first, then by the table's full times: 698 s, 150 s, 90 s, 6.7 s
-    assert [tasks[i].preset for i in order] == ["not-in-the-table", "marion-transformer-single-head",
-                                                "bruno-forward-heat", "dohmatob-rgd", "marion-manifold"]
+    # unknown first, then by the table's full times, longest first
+    known = sorted((t for t in tasks if t.preset in scheduling.EXPECTED_S),
+                   key=lambda t: -scheduling.EXPECTED_S[t.preset][0])
+    assert [tasks[i].preset for i in order] == ["not-in-the-table", *(t.preset for t in known)]
+    assert known[0].preset == "marion-transformer-single-head" and known[-1].preset == "marion-manifold"
     # no CPU worker: everything on the GPU worker
     assert scheduling.plan(None, tasks, Layout(("0",), 0))[0] == [{"GPU": 1}] * 5
     # the CPU layout and an external scheduler: no resources, longest first too
@@ -88,8 +90,11 @@ def test_resources_and_order():
     # a sweep's tasks (one preset) keep their order
     same = [Task("marion-sgd", (("seed", s),), s, True) for s in range(3)]
     assert scheduling.plan(None, same, Layout((), 2))[1] == [0, 1, 2]
-    quick = [Task("marion-sgd", (), 0, True), Task("dohmatob-flow", (), 0, True)]  # 7.9 s vs 18 s quick
-    assert scheduling.plan(None, quick, Layout(("0",), 1), [False, False])[1] == [1, 0]
+    # quick sizes: the table's quick times (the second of each pair)
+    quick = [Task("marion-sgd", (), 0, True), Task("dohmatob-flow", (), 0, True)]
+    t = [scheduling.EXPECTED_S[task.preset][1] for task in quick]
+    assert t[0] != t[1]
+    assert scheduling.plan(None, quick, Layout(("0",), 1), [False, False])[1] == ([0, 1] if t[0] > t[1] else [1, 0])
 
 
 def test_native_presets_are_told_on_the_cpu():
