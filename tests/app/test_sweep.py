@@ -154,6 +154,37 @@ def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_
     assert np.isnan(float(ds.final_excess_risk_median.sel(lambda0=0.05).values.ravel()[0]))
 
 
+def test_an_unexpected_exception_keeps_its_traceback_for_the_final_report(tmp_path, monkeypatch):
+    """A task that raises (a bug, not bad input) fails with its one-line error on the progress line and its
+    traceback kept for the final report of sweep and reproduce, indented under the failed task's line; a
+    deterministic non-finite result has none (its message says it all)."""
+    from attnlab.app import store
+    from attnlab.errors import NonFiniteResultError
+
+    preset = get_preset("marion-manifold")
+    grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])
+    tasks = engine.expand_grid(preset, grid, [0], True, figures=False)
+
+    def broken(preset, config, seed, **kw):
+        if config.lambda0 == 0.05:
+            raise KeyError("replica_test_error_lam0.01")
+        raise NonFiniteResultError("marion-manifold: the results are not finite; nothing was written")
+
+    monkeypatch.setattr(store, "run_preset", broken)
+    client = engine.make_client(workers=1, processes=False)
+    try:
+        outcomes = engine.run_tasks(client, tasks, tmp_path)
+    finally:
+        client.close()
+    bug, nonfinite = sorted(outcomes, key=lambda o: dict(o.task.overrides)["lambda0"])
+    assert bug.status == "failed" and bug.error == "KeyError: 'replica_test_error_lam0.01'" and bug.attempts == 2
+    lines = bug.traceback_lines().splitlines()
+    assert lines[0] == "" and lines[1] == "    Traceback (most recent call last):"
+    assert lines[-1] == "    KeyError: 'replica_test_error_lam0.01'" and all(ln.startswith("    ") for ln in lines[1:])
+    assert any("in broken" in ln for ln in lines)
+    assert nonfinite.status == "failed" and nonfinite.attempts == 1 and nonfinite.traceback_lines() == ""
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -375,7 +375,8 @@ def _reproduce(tasks, out_dir: Path, scheduler, workers, presets, skipped) -> No
     for o in outcomes:
         if o.status == "failed":
             failed.append(o)
-            err.print(f"{o.task.preset}: FAILED ({o.error})", markup=False)
+            err.print(f"{o.task.preset}: FAILED ({o.error}){o.traceback_lines()}", markup=False, highlight=False,
+                      soft_wrap=True)
         else:
             results[o.task.preset] = RunResult(Path(o.run_dir), o.summary, o.status == "reused")
             if o.status == "reused":
@@ -438,7 +439,8 @@ def _finish_sweep(outcomes, grid, seed_list, p, out_dir: Path, quick: bool, plot
     n_failed = sum(o.status == "failed" for o in outcomes)
     for o in outcomes:
         if o.status == "failed":
-            err.print(f"failed: {o.task.label}: {o.error}", markup=False)
+            err.print(f"failed: {o.task.label}: {o.error}{o.traceback_lines()}", markup=False, highlight=False,
+                      soft_wrap=True)
     out.print(f"{len(outcomes) - n_failed}/{len(outcomes)} tasks finished "
               f"({sum(o.status == 'reused' for o in outcomes)} reused); {path}")
     if n_failed:

@@ -71,6 +71,14 @@ class Outcome:
     summary: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     attempts: int = 1
+    traceback: str | None = None  # of an unexpected exception raised by the task (a bug to report), else None
+
+    def traceback_lines(self) -> str:
+        """The traceback, if any, as lines indented below a failed task's line in the final report (the progress
+        line gives the error alone); "" otherwise."""
+        if not self.traceback:
+            return ""
+        return "\n" + "\n".join("    " + line for line in self.traceback.rstrip().splitlines())
 
 
 def parse_grid(pairs: list[str] | None) -> dict[str, list[Any]]:
@@ -269,7 +277,7 @@ def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[..., No
                 pending.add(retry)
                 continue
             outcome = Outcome(tasks[i], result["status"], result.get("run_dir"), result.get("summary") or {},
-                              result.get("error"), attempt)
+                              result.get("error"), attempt, result.get("traceback"))
             outcomes[i] = outcome
             if not checked and outcome.status != "failed":
                 checked = True
