@@ -303,7 +303,8 @@ def _log_reduced(o, t, p: SLRParams):
 
 
 def _segments(run_segment: Callable, state, n_logs: int, n_segments: int, progress):
-    """Call ``run_segment(state, segment_index) -> (state, logs)`` ``n_segments`` times, stacking the logs.
+    """Call ``run_segment(state, segment_index) -> (state, logs)`` ``n_segments`` times; returns the final state
+    and the list of the segments' logs (:func:`_join_logs` stacks them).
 
     The segments split the logged trajectory so a caller can show progress between compiled calls; the step
     loop itself stays inside ``lax.scan``.
@@ -315,8 +316,14 @@ def _segments(run_segment: Callable, state, n_logs: int, n_segments: int, progre
         if progress is not None:
             jax.block_until_ready(logs)
             progress(i + 1, n_segments)
-    logs = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *outs)
-    return state, logs
+    return state, outs
+
+
+@jax.jit
+def _join_logs(first, outs):
+    """The initial log (no leading axis) followed by the segments' logs, along the leading axis: one program
+    instead of an eager concatenation per array."""
+    return jax.tree.map(lambda a, *xs: jnp.concatenate([a[None], *xs], axis=0), first, *outs)
 
 
 def _segment_count(n_logs: int, requested: int) -> int:
@@ -355,9 +362,15 @@ def run_pgd_reduced(o0: Overlaps, p: SLRParams, n_steps: int, log_every: int, pr
     n_seg = _segment_count(n_logs, n_segments)
     per_seg = n_logs // n_seg
     pt = _traced(p)
-    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, pt)
-    _, logs = _segments(lambda o, i: _pgd_reduced_segment(o, i, pt, log_every, per_seg), o0, n_logs, n_seg, progress)
-    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, logs)
+    first = _first_logs(o0, pt)
+    _, outs = _segments(lambda o, i: _pgd_reduced_segment(o, i, pt, log_every, per_seg), o0, n_logs, n_seg, progress)
+    return _join_logs(first, outs)
+
+
+@programs.jit
+def _first_logs(o0, p: SLRParams):
+    """The log at step 0 of every repeat (one program)."""
+    return jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, p)
 
 
 @partial(programs.jit, static_argnames=("n_logs", "log_every"))
@@ -370,7 +383,9 @@ def _pgd_full(k, v, k_star, v_star, p: SLRParams, n_logs: int, log_every: int):
         kv, _ = jax.lax.scan(one_step, kv, t0 + jnp.arange(log_every))
         return kv, overlaps(*kv, k_star, v_star)
 
-    return jax.lax.scan(one_log, (k, v), jnp.arange(n_logs) * log_every)
+    kv, logs = jax.lax.scan(one_log, (k, v), jnp.arange(n_logs) * log_every)
+    o0 = overlaps(k, v, k_star, v_star)
+    return kv, jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), o0, logs)
 
 
 def run_pgd_full(k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: int):
@@ -379,8 +394,6 @@ def run_pgd_full(k, v, k_star, v_star, p: SLRParams, n_steps: int, log_every: in
     Returns the overlaps at steps ``0, log_every, ..., n_steps`` (shape (n_logs + 1,) each) and the final (k, v).
     """
     (k1, v1), logs = _pgd_full(k, v, k_star, v_star, _traced(p), n_steps // log_every, log_every)
-    o0 = overlaps(k, v, k_star, v_star)
-    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), o0, logs)
     return logs, (k1, v1)
 
 
@@ -420,17 +433,24 @@ def run_sgd_reduced(key, o0: Overlaps, p: SLRParams, n_steps: int, log_every: in
     n_seg = _segment_count(n_logs, n_segments)
     per_seg = n_logs // n_seg
     pt = _traced(p)
-    train_keys, test_keys = jax.vmap(lambda k: tuple(jax.random.split(k)))(key)
-    test_sets = jax.vmap(lambda k: sample_slr_in_frame(k, n_test, p.L, p.gamma, p.eps, p.d))(test_keys)
-    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, pt)
-    first_test = jax.vmap(_sgd_test_risk, in_axes=(0, 0, None, None))(test_sets, o0, 0, pt)
+    train_keys, test_sets, first = _sgd_reduced_start(key, o0, pt, p.L, n_test)
 
     def segment(o, i):
         return _sgd_reduced_segment(o, i, train_keys, test_sets, pt, p.L, log_every, per_seg, batch_size)
 
-    _, (logs, tests) = _segments(segment, o0, n_logs, n_seg, progress)
-    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, logs)
-    return logs, jnp.concatenate([first_test[None], tests], axis=0)
+    _, outs = _segments(segment, o0, n_logs, n_seg, progress)
+    return _join_logs(first, outs)
+
+
+@partial(programs.jit, static_argnames=("L", "n_test"))
+def _sgd_reduced_start(key, o0, p: SLRParams, L: int, n_test: int):
+    """Per repeat: the training keys, the held-out test set drawn in the frame, and the logs at step 0 (the
+    overlaps' and the test set's), in one program."""
+    train_keys, test_keys = jax.vmap(lambda k: tuple(jax.random.split(k)))(key)
+    test_sets = jax.vmap(lambda k: sample_slr_in_frame(k, n_test, L, p.gamma, p.eps, p.d))(test_keys)
+    first = jax.vmap(_log_reduced, in_axes=(0, None, None))(o0, 0, p)
+    first_test = jax.vmap(_sgd_test_risk, in_axes=(0, 0, None, None))(test_sets, o0, 0, p)
+    return train_keys, test_sets, (first, first_test)
 
 
 @partial(jax.jit, static_argnames=("L", "n_logs", "log_every", "batch_size", "n_test"))
