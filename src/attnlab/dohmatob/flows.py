@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from functools import partial
 from typing import NamedTuple
 
 import diffrax
@@ -46,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
 from attnlab.dohmatob.meanfield import DohmatobModel, kernel_terms, localisation_probability, mean_field_risk
 from attnlab.slr.overlaps import DohmatobOverlaps
 
@@ -173,10 +175,22 @@ def _jacobian_fn(field, m: DohmatobModel):
     return jax.jit(jax.jacfwd(lambda z: field(z, m)))
 
 
-@functools.lru_cache(maxsize=64)
-def _kernel_fns(m: DohmatobModel):
-    h = lambda x: kernel_terms(x, 0.0, 0.0, m.gamma, m.link)  # noqa: E731
-    return jax.jit(jax.vmap(lambda x: jnp.stack(h(x)))), jax.jit(jax.vmap(jax.grad(lambda x: h(x)[1])))
+@partial(programs.jit, static_argnames=("m",))
+def _kernel_values(x, m: DohmatobModel):
+    """The kernel terms ``kernel_terms(x, 0, 0)`` at each point of ``x`` (n,), stacked (n, 2)."""
+    return jax.vmap(lambda x: jnp.stack(kernel_terms(x, 0.0, 0.0, m.gamma, m.link)))(x)
+
+
+@partial(programs.jit, static_argnames=("m",))
+def _dual_kernel_slopes(x, m: DohmatobModel):
+    """The derivative in nu of the second kernel term at each point of ``x`` (n,)."""
+    return jax.vmap(jax.grad(lambda x: kernel_terms(x, 0.0, 0.0, m.gamma, m.link)[1]))(x)
+
+
+@partial(programs.jit, static_argnames=("m",))
+def _field2_jacobians(ys, m: DohmatobModel):
+    """Jacobians of :func:`field2` at each point of ``ys`` (n, 2), forward mode: (n, 2, 2), one program."""
+    return jax.vmap(jax.jacfwd(lambda z: field2(z, m)))(ys)
 
 
 def jacobian_eigenvalues(field, y, m: DohmatobModel):
@@ -215,13 +229,11 @@ def _bisect(f, lo, hi, n_iter=60, xtol=1e-12):
 def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int = 2001):
     """All stationary points of the 2-D flow on M (Prop. 7, sets E1-E4), classified (Prop. 10), each with the
     ``converged`` flag of the bisection that found its nu (True for nu = +-1)."""
-    H, dH2v = _kernel_fns(m)
-
     def dH2(nu):
-        return float(dH2v(jnp.array([nu]))[0])
+        return float(_dual_kernel_slopes(np.array([nu]), m)[0])
 
     grid = np.linspace(-1.0, 1.0, n_grid)[1:-1]
-    vals = np.asarray(dH2v(jnp.asarray(grid)))
+    vals = np.asarray(_dual_kernel_slopes(grid, m))
     nu_crit = []
     for i in range(len(grid) - 1):
         if vals[i] == 0.0:
@@ -229,10 +241,10 @@ def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int 
         elif vals[i] * vals[i + 1] < 0:
             nu_crit.append(_bisect(dH2, float(grid[i]), float(grid[i + 1])))
     nus = [(-1.0, "nu=-1", True), (1.0, "nu=+1", True)] + [(x, "dual-kernel critical point", ok) for x, ok in nu_crit]
-    Hs = np.asarray(H(jnp.array([1.0] + [nu for nu, _, _ in nus])))
+    Hs = np.asarray(_kernel_values(np.array([1.0] + [nu for nu, _, _ in nus]), m))
     H1 = float(Hs[0, 0])
     p_lo, p_hi = float(localisation_probability(-1.0, m)), float(localisation_probability(1.0, m))
-    points = []
+    found = []  # (mu, nu, family, converged)
     for i, (nu, nu_family, converged) in enumerate(nus):
         mus = [(-1.0, "mu=-1"), (1.0, "mu=+1")]
         p_star = float(Hs[i + 1, 1]) / H1
@@ -240,8 +252,12 @@ def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int 
             mu_star = (m.psi + math.log(p_star / (1 - p_star)) / (m.beta * m.d)) / m.c
             if -1 < mu_star < 1:
                 mus.append((mu_star, "B=0"))
-        for mu, mu_family in mus:
-            ev = jacobian_eigenvalues(field2, (mu, nu), m)
-            points.append(StationaryPoint(mu, nu, tuple(complex(e) for e in ev), classify(ev, zero_tol),
-                                          f"{mu_family}, {nu_family}", converged))
+        found += [(mu, nu, f"{mu_family}, {nu_family}", converged) for mu, mu_family in mus]
+    jacobians = np.asarray(_field2_jacobians(np.array([[mu, nu] for mu, nu, _, _ in found], dtype=np.float64), m))
+    points = []
+    for (mu, nu, family, converged), J in zip(found, jacobians):
+        ev = np.linalg.eigvals(J)
+        ev = ev[np.argsort(ev.real)]
+        points.append(StationaryPoint(mu, nu, tuple(complex(e) for e in ev), classify(ev, zero_tol), family,
+                                      converged))
     return points
