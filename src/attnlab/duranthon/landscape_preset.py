@@ -38,7 +38,6 @@ import math
 from typing import Literal
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pydantic
 import xarray as xr
@@ -131,20 +130,24 @@ def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam, n_starts: int | None = N
     R = cfg.n_starts if n_starts is None else n_starts
     starts = [np.concatenate(random_start(jax.random.fold_in(ks, i), D)) for i in range(R)]
     k_m, v_m = vectors_on_manifold(km, k_star, v_star, 0.1, 1.0, 0.1, 1.0)
-    W0 = jnp.asarray(np.stack([*starts, np.concatenate(informed_start(k_star, v_star, "spiked", nu)),
-                               np.concatenate([k_m, v_m])]))
-    gd = gradient_descent(act, W0, b.X, b.mask, b.y, lam, cfg.step_size, n_steps, cfg.n_logs, k_star, v_star)
+    # the runs' starts, results and their slices as host arrays: indexing and joining them in NumPy copies them
+    # exactly, where eager jnp would compile and load a program per shape
+    W0 = np.stack([*starts, np.concatenate(informed_start(k_star, v_star, "spiked", nu)),
+                   np.concatenate([k_m, v_m])])
+    gd = jax.tree.map(np.asarray, gradient_descent(act, W0, b.X, b.mask, b.y, lam, cfg.step_size, n_steps,
+                                                   cfg.n_logs, k_star, v_star))
     test = sample_sequences(kf, k_star, v_star, "spiked", nu, cfg.L, cfg.n_test)
     if R == 0:
         err, err_se = held_out_errors(act, gd.W[:1], test.X, test.mask, test.y)
         return gd, float(err[0]), float(err_se[0])
     W_sgd = minibatch_sgd(act, jax.random.split(kg, R), W0[:R], b.X, b.mask, b.y, lam,
                           cfg.sgd_step_size, cfg.sgd_steps, cfg.batch_size)
-    sgd = gradient_descent(act, W_sgd, b.X, b.mask, b.y, lam, cfg.step_size, n_steps, 1, k_star, v_star)
+    sgd = jax.tree.map(np.asarray, gradient_descent(act, W_sgd, b.X, b.mask, b.y, lam, cfg.step_size, n_steps, 1,
+                                                    k_star, v_star))
     # classes among all end points of the set: random GD, SGD, then the informed run
-    W_all = jnp.concatenate([gd.W[:R], sgd.W, gd.W[R:R + 1]])
-    obj_all = jnp.concatenate([gd.objective[-1, :R], sgd.objective[-1], gd.objective[-1, R:][:1]])
-    g_all = jnp.concatenate([gd.grad_norm[:R], sgd.grad_norm, gd.grad_norm[R:][:1]])
+    W_all = np.concatenate([gd.W[:R], sgd.W, gd.W[R:R + 1]])
+    obj_all = np.concatenate([gd.objective[-1, :R], sgd.objective[-1], gd.objective[-1, R:][:1]])
+    g_all = np.concatenate([gd.grad_norm[:R], sgd.grad_norm, gd.grad_norm[R:][:1]])
     classes, labels = classify_minima(W_all, obj_all, g_all, 2 * R, cfg.grad_tol, cfg.point_tol)
     err, err_se = held_out_errors(act, W_all, test.X, test.mask, test.y)
     return gd, sgd, classes, labels, np.asarray(err), np.asarray(err_se), np.asarray(obj_all), np.asarray(g_all)
