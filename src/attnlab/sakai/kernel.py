@@ -122,7 +122,13 @@ def as_kernel(K, n_tokens: int | None = None) -> Kernel:
 
 
 def _map(K: Kernel, fn) -> Kernel:
-    return Kernel(np.asarray(jax.vmap(fn)(jnp.asarray(K.replicates))), K.n_tokens)
+    """``fn`` on each replicate, compiled as one program (eager, each of its operations would be a program)."""
+    return Kernel(np.asarray(_vmapped(fn)(jnp.asarray(K.replicates))), K.n_tokens)
+
+
+@functools.lru_cache(maxsize=64)
+def _vmapped(fn):
+    return jax.jit(jax.vmap(fn))
 
 
 def dense_kernel(K, weight_variance: float = 1.0, bias_variance: float = 0.0, *, n_tokens: int | None = None) -> Kernel:
