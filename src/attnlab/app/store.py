@@ -380,5 +380,3 @@ def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, f
         _remove_empty(created)
         raise
     return RunResult(run_dir, summary, reused=False)
-
-
