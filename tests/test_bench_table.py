@@ -1,20 +1,16 @@
 """tools/bench_table.py: the benchmark and targets tables of docs/speed.md are what the saved results say."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tool_modules import load_tool
 
 
 @pytest.fixture
 def bench_table():
-    spec = importlib.util.spec_from_file_location("bench_table", ROOT / "tools" / "bench_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("bench_table")
 
 
 def _save(folder: Path, script: str, result: dict, device=None):

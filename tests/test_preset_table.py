@@ -1,23 +1,20 @@
 """tools/preset_table.py: the README's table of presets and the reproduction's task order come from the same runs."""
 
 import ast
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from attnlab.app import scheduling
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def preset_table():
-    spec = importlib.util.spec_from_file_location("preset_table", ROOT / "tools" / "preset_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("preset_table")
 
 
 def _run(root: Path, preset: str, elapsed: float):
