@@ -306,8 +306,8 @@ def test_a_not_evaluated_or_inconclusive_check_says_why_in_the_table(capsys, mon
 
 @pytest.mark.parametrize("name", ["trained_error", "error_lam0.01"])
 def test_a_non_finite_metric_fails_the_run_and_writes_nothing(tmp_path, monkeypatch, capsys, name):
-    """One line naming the metric and its value, nothing written; a metric name may hold a "." (a lambda in it:
-    duranthon-low-snr's names once turned this line into a KeyError, the run into a crash)."""
+    """One line naming the metric and its value, nothing written; a metric name may hold a "." (a lambda in it,
+    as duranthon-low-snr's do), which is not a nesting separator there."""
     import dataclasses
 
     from attnlab import registry

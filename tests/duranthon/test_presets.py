@@ -156,9 +156,9 @@ def test_low_snr_reports_every_point_and_passes_its_control_checks():
 
 @pytest.mark.slow
 def test_low_snr_point_where_no_set_converged_has_no_value_not_nan():
-    """At full size (lambda down to 0.01) the uninformed Stein branch converges on no frozen set at lambda = 0.01:
-    its replica test error is None (no value), not NaN, which the store refuses as a failed computation (the full
-    reproduction lost the preset to it). Here the quick run's point at lambda = 0.1 is made so."""
+    """At full size (lambda down to 0.01) the uninformed Stein branch can converge on no frozen set at lambda =
+    0.01: its replica test error is then None (no value), not NaN, which the store refuses as a failed computation.
+    Here the quick run's point at lambda = 0.1 is made so."""
     from attnlab.app.store import _non_finite_metric
 
     ds, _, _ = _run("duranthon-low-snr", lams=[1.0, 0.1], n_seeds=2)
