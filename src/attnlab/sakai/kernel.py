@@ -121,14 +121,27 @@ def as_kernel(K, n_tokens: int | None = None) -> Kernel:
     return Kernel(K[None], n_tokens)
 
 
-def _map(K: Kernel, fn) -> Kernel:
-    """``fn`` on each replicate, compiled as one program (eager, each of its operations would be a program)."""
-    return Kernel(np.asarray(_vmapped(fn)(jnp.asarray(K.replicates))), K.n_tokens)
+def _map(K: Kernel, fn, *params) -> Kernel:
+    """``fn(k, *params)`` on each replicate k, compiled as one program per module-level ``fn`` and ``params``
+    (eager, each of its operations would be a program)."""
+    return Kernel(np.asarray(_vmapped(fn, len(params))(jnp.asarray(K.replicates), *params)), K.n_tokens)
 
 
-@functools.lru_cache(maxsize=64)
-def _vmapped(fn):
-    return jax.jit(jax.vmap(fn))
+@functools.cache
+def _vmapped(fn, n_params: int):
+    return jax.jit(lambda R, *params: jax.vmap(lambda k: fn(k, *params))(R),
+                   static_argnums=tuple(range(1, 1 + n_params)))
+
+
+def _affine(k, weight_variance, bias_variance):
+    return weight_variance * k + bias_variance
+
+
+def _block_mean(k, s: int):
+    """Each s x s block of k replaced by its mean (1/n scaling: average pooling within each sequence)."""
+    m = k.shape[0] // s
+    B = k.reshape(m, s, m, s).mean((1, 3))
+    return jnp.repeat(jnp.repeat(B, s, 0), s, 1)
 
 
 def dense_kernel(K, weight_variance: float = 1.0, bias_variance: float = 0.0, *, n_tokens: int | None = None) -> Kernel:
@@ -136,7 +149,7 @@ def dense_kernel(K, weight_variance: float = 1.0, bias_variance: float = 0.0, *,
     ``w K + b``."""
     check.nonnegative("weight_variance", weight_variance, scalar=True)
     check.nonnegative("bias_variance", bias_variance, scalar=True)
-    return _map(as_kernel(K, n_tokens), lambda k: weight_variance * k + bias_variance)
+    return _map(as_kernel(K, n_tokens), _affine, float(weight_variance), float(bias_variance))
 
 
 def _relu(k):
@@ -298,11 +311,7 @@ def attention_kernel(K, *, key, n_tokens: int | None = None, n_points: int = 102
     M = K.replicates.shape[-1]
     m = M // s
     if scaling == "linear":
-        def pool(k):
-            B = k.reshape(m, s, m, s).mean((1, 3))
-            return jnp.repeat(jnp.repeat(B, s, 0), s, 1)
-
-        return _map(K, pool)
+        return _map(K, _block_mean, s)
     if scaling != "sqrt":
         raise ValueError(f"scaling must be 'sqrt' (1/sqrt(n)) or 'linear' (1/n); got {scaling!r}")
     ia, ib = np.triu_indices(m)
