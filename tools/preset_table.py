@@ -44,12 +44,15 @@ def _fmt(t: float | None) -> str:
     return f"{t:.0f} s" if t >= 10 else f"{t:.1f} s"
 
 
+def _own_presets() -> dict:
+    """attnlab's own presets, in the catalogue's order (a plugin's presets installed here left out)."""
+    return {name: p for name, p in presets().items() if p.paper in PAPERS}
+
+
 def table(quick: Path | None, full: Path | None) -> str:
     tq, tf = _times(quick), _times(full)
     rows = ["| preset | paper | figure | what it shows | full | quick |", "|---|---|---|---|---|---|"]
-    for name, p in presets().items():
-        if p.paper not in PAPERS:  # a plugin's preset installed here
-            continue
+    for name, p in _own_presets().items():
         what = p.description.replace("|", "/").split(". ")[0].rstrip(".")
         rows.append(f"| `{name}` | {p.paper} | {p.figure} | {what} | {_fmt(tf.get(name))} | {_fmt(tq.get(name))} |")
     return "\n".join(rows)
@@ -64,9 +67,7 @@ def expected_s(quick: Path | None, full: Path | None, previous: dict[str, tuple[
     ``previous``; presets in the catalogue's order, a line per preset."""
     tq, tf = _times(quick), _times(full)
     lines = ["EXPECTED_S: dict[str, tuple[float, float]] = {"]
-    for name, p in presets().items():
-        if p.paper not in PAPERS:
-            continue
+    for name in _own_presets():
         old = previous.get(name)
         f = tf.get(name, old[0] if old else None)
         q = tq.get(name, old[1] if old else None)
