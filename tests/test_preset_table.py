@@ -23,16 +23,11 @@ def _run(root: Path, preset: str, elapsed: float):
     (folder / "summary.json").write_text(json.dumps({"preset": preset, "elapsed_s": elapsed}))
 
 
-def _block(text: str) -> dict:
-    body = text.split("# expected-s\n", 1)[1].split("\n# /expected-s", 1)[0]
-    return ast.literal_eval(body.split("=", 1)[1].strip())
-
-
 def test_the_committed_block_is_what_the_tool_writes_from_no_runs(preset_table):
     """With no runs the tool rewrites EXPECTED_S as it is: the committed block is the tool's format and is read
     back by the module (markers present, one entry per preset it names)."""
     text = (ROOT / "src" / "attnlab" / "app" / "scheduling.py").read_text()
-    assert _block(text) == scheduling.EXPECTED_S
+    assert preset_table.read_expected_s(text) == scheduling.EXPECTED_S
     assert ast.literal_eval(preset_table.expected_s(None, None, scheduling.EXPECTED_S).split("=", 1)[1].strip()) == \
         scheduling.EXPECTED_S
 
@@ -49,8 +44,8 @@ def test_measured_times_replace_the_old_and_unmeasured_keep_them(preset_table, t
     preset_table.rewrite_expected_s(quick, full, path)
     text = path.read_text()
     assert text.startswith("X = 1\n# expected-s\n") and text.endswith('}\n# /expected-s\n"""doc"""\n')
-    assert _block(text) == {"marion-manifold": (4.3, 3.0), "marion-sgd": (84, 7.9)}
+    assert preset_table.read_expected_s(text) == {"marion-manifold": (4.3, 3.0), "marion-sgd": (84, 7.9)}
     _run(quick, "sakai-kernel", 12.4)
     preset_table.rewrite_expected_s(quick, full, path)
-    assert _block(path.read_text())["sakai-kernel"] == (1234, 12)
-    assert "icl-lsa" not in _block(path.read_text())
+    assert preset_table.read_expected_s(path.read_text())["sakai-kernel"] == (1234, 12)
+    assert "icl-lsa" not in preset_table.read_expected_s(path.read_text())

@@ -77,12 +77,23 @@ def expected_s(quick: Path | None, full: Path | None, previous: dict[str, tuple[
     return "\n".join(lines + ["}"])
 
 
+def _expected_s_block(text: str):
+    """The match of the ``# expected-s`` ... ``# /expected-s`` block (group 1: the assignment), or None."""
+    return re.search(r"# expected-s\n(.*?)\n# /expected-s", text, flags=re.S)
+
+
+def read_expected_s(text: str) -> dict[str, tuple[float, float]]:
+    """The ``EXPECTED_S`` dictionary of a source text's block (the assignment's right-hand side, a literal)."""
+    m = _expected_s_block(text)
+    if m is None:
+        raise SystemExit("no '# expected-s' ... '# /expected-s' block")
+    return ast.literal_eval(m.group(1).split("=", 1)[1].strip())
+
+
 def rewrite_expected_s(quick: Path | None, full: Path | None, path: Path = SCHEDULING) -> None:
     text = path.read_text()
-    m = re.search(r"# expected-s\n(.*?)\n# /expected-s", text, flags=re.S)
-    if m is None:
-        raise SystemExit(f"{path}: no '# expected-s' ... '# /expected-s' block")
-    previous = ast.literal_eval(m.group(1).split("=", 1)[1].strip())
+    previous = read_expected_s(text)
+    m = _expected_s_block(text)
     path.write_text(text[:m.start(1)] + expected_s(quick, full, previous) + text[m.end(1):])
 
 
