@@ -1,4 +1,5 @@
 import os
+import time
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -47,11 +48,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.jax_path)
 
 
+_SHARE_EVERY_S = 1.0
+_shared_at = [float("-inf")]
+
+
 @pytest.fixture(autouse=True)
-def _release_compiled_programs():
+def _between_tests():
     """A test worker compiles thousands of programs, each holding memory mappings: past the kernel's limit, XLA's
-    JIT fails or crashes (see :mod:`attnlab.runtime`). Drop compiled programs between tests once past half of it."""
+    JIT fails or crashes (see :mod:`attnlab.runtime`). Drop compiled programs between tests once past half of it.
+
+    Between two tests the worker compiles nothing, so it offers the programs it compiled to the other test workers
+    and takes theirs (:func:`attnlab.runtime.share_compile_cache`; at most once a second, each call lists the
+    cache's slots): what one worker compiled, the other loads instead of compiling it again."""
     runtime.release_compiled_programs()
+    if time.monotonic() - _shared_at[0] >= _SHARE_EVERY_S:
+        runtime.share_compile_cache()
+        _shared_at[0] = time.monotonic()
 
 
 @pytest.fixture

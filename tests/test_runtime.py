@@ -177,6 +177,69 @@ def test_seeding_links_complete_entries_only(tmp_path):
         os.close(busy)
 
 
+def test_seeding_from_a_held_slot_takes_what_its_process_shared(tmp_path):
+    """A running process's entries written after its claim are linked once it has shared them (``.shared`` touched by
+    :func:`share_compile_cache`), and those written after that share are not."""
+    from attnlab import runtime
+
+    held = tmp_path / "slot-1"
+    held.mkdir(parents=True)
+    (held / ".claimed").touch()
+    claimed = (held / ".claimed").stat().st_mtime_ns
+    for name, t in (("jit_old-1-cache", claimed - 10**9), ("jit_mid-1-cache", claimed + 10**9),
+                    ("jit_new-1-cache", claimed + 3 * 10**9)):
+        (held / name).write_bytes(b"x")
+        os.utime(held / name, ns=(t, t))
+    busy = os.open(held / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        fd, mine = runtime._claim_slot(tmp_path)
+        try:
+            assert runtime._seed(tmp_path, mine) == 1  # before any share: the entries older than the claim
+            (held / ".shared").touch()
+            os.utime(held / ".shared", ns=(claimed + 2 * 10**9, claimed + 2 * 10**9))
+            assert runtime._seed(tmp_path, mine) == 1
+            assert sorted(p.name for p in mine.iterdir() if not p.name.startswith(".")) == ["jit_mid-1-cache",
+                                                                                        "jit_old-1-cache"]
+        finally:
+            os.close(fd)
+    finally:
+        os.close(busy)
+
+
+_SHARER = """
+import sys, jax, jax.numpy as jnp
+from attnlab import runtime
+d = runtime.use_compile_cache()
+jax.jit(lambda x: jnp.tanh(x) @ x + 11.0)(jnp.arange(6.0)).block_until_ready()
+if sys.argv[1] == "share":
+    runtime.share_compile_cache()
+print(d.name, flush=True)
+sys.stdin.read()  # hold the slot until the test closes stdin
+"""
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_running_process_offers_its_programs_once_it_shares_them(tmp_path, share):
+    """Process A compiles a program and keeps running (its slot held); process B, started next, compiles the same
+    program. B loads it from A's slot if A called :func:`share_compile_cache` after compiling, and compiles it again
+    if A did not (A's entries newer than its claim may be half written)."""
+    code = ("import jax, jax.numpy as jnp; seen = []; jax.monitoring.register_event_listener("
+            "lambda name, **kw: seen.append(name.rsplit('/', 1)[-1])); "
+            "from attnlab import runtime; d = runtime.use_compile_cache(); "
+            "jax.jit(lambda x: jnp.tanh(x) @ x + 11.0)(jnp.arange(6.0)).block_until_ready(); "
+            "print(d.name, seen.count('cache_hits'))")
+    env = {**os.environ, "ATTNLAB_JAX_CACHE": str(tmp_path)}
+    a = subprocess.Popen([sys.executable, "-c", _SHARER, "share" if share else "keep"], env=env, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert a.stdout.readline().strip() == "slot-0"
+        b = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    finally:
+        a.communicate("")
+    assert b.stdout.split() == ["slot-1", "1" if share else "0"]
+
+
 def test_the_size_bound_counts_each_linked_file_once_and_spares_held_slots(tmp_path):
     """The bound applies to the cache's files, each counted once however many slots link it; when it is exceeded the
     claiming process empties its slot and the free ones, and leaves a held slot to its process."""

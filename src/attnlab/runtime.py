@@ -18,7 +18,8 @@ a notebook can call the same functions.
   compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
   directory of its own (a locked slot), so no process ever reads an entry another is still writing, and on taking
   it links in the other slots' entries that no running process can be writing: a process finds every program
-  compiled by the processes that ended before it started, whichever slot they ran in. Directory:
+  compiled by the processes that ended before it started, whichever slot they ran in. Long-lived processes (sweep
+  workers, test workers) also exchange their programs between two tasks (:func:`share_compile_cache`). Directory:
   ``$ATTNLAB_JAX_CACHE`` (``off`` disables it), default ``~/.cache/attnlab/jax``; when its entries exceed
   ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048), a process claiming a slot empties it and every free slot.
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import TypeVar
 
 __all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache",
-           "compile_cache_slot", "configure", "configured", "accelerator_plugin",
+           "compile_cache_slot", "share_compile_cache", "configure", "configured", "accelerator_plugin",
            "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
@@ -76,6 +77,7 @@ def default_cache_dir() -> Path | None:
 _SLOT: tuple[int, Path] | None = None  # (open lock file descriptor, directory) of this process's cache slot
 _MAX_SLOTS = 64
 _CLAIMED = ".claimed"  # touched in a slot when a process claims it: entries older than it were written before
+_SHARED = ".shared"  # touched by the slot's process when it writes nothing (share_compile_cache): older entries whole
 
 
 def _claim_slot(base: Path) -> tuple[int, Path] | None:
@@ -115,7 +117,8 @@ def _seed(base: Path, directory: Path) -> int:
     """Hard-link into the claimed slot ``directory`` the entries it lacks from every other slot under ``base``, so
     that programs compiled in one slot serve the processes of all slots. From a free slot (its lock taken,
     non-blocking, for the copy) every entry is linked; from a slot a running process holds, only the entries older
-    than that process's claim (``.claimed``): the process may be writing the newer ones. Links cost no space and
+    than that process's claim (``.claimed``) or its last :func:`share_compile_cache` (``.shared``): the process may
+    be writing the newer ones. Links cost no space and
     leave each slot whole when another is trimmed. Returns the number of entries linked."""
     have = set(_names(directory))
     linked = 0
@@ -130,10 +133,9 @@ def _seed(base: Path, directory: Path) -> int:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 before = None
-            except OSError:  # held by a running process: its entries written before it claimed the slot
-                try:
-                    before = (other / _CLAIMED).stat().st_mtime_ns
-                except OSError:
+            except OSError:  # held by a running process: its entries written before it claimed the slot or last
+                before = _complete_before(other)  # shared them
+                if before is None:
                     continue
             for name in _names(other):
                 if name in have:
@@ -154,6 +156,35 @@ def _seed(base: Path, directory: Path) -> int:
         finally:
             os.close(fd)
     return linked
+
+
+def _complete_before(slot: Path) -> int | None:
+    """For a slot a running process holds: the time (ns) before which its entries are complete, the later of its
+    claim and its last :func:`share_compile_cache`; None without a claim mark."""
+    try:
+        claimed = (slot / _CLAIMED).stat().st_mtime_ns
+    except OSError:
+        return None
+    try:
+        return max(claimed, (slot / _SHARED).stat().st_mtime_ns)
+    except OSError:
+        return claimed
+
+
+def share_compile_cache() -> int:
+    """Between two pieces of work of a long-lived process (a sweep worker's tasks, a test worker's tests): offer the
+    programs this process has compiled to the other processes of the cache, and link in theirs (:func:`_seed`).
+
+    JAX writes an entry in place, so a slot's entries are offered only up to a mark (``.shared``) that this call
+    touches: every entry older than the mark is whole, **provided this process is writing none at the moment of the
+    call** (no computation is being compiled in another of its threads). Call it only at such a point. Without the
+    cache (:func:`compile_cache_slot` None) it does nothing. Returns the number of entries linked."""
+    slot = compile_cache_slot()
+    if slot is None:
+        return 0
+    with contextlib.suppress(OSError):
+        (slot / _SHARED).touch()
+    return _seed(slot.parent, slot)
 
 
 def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
@@ -222,7 +253,8 @@ def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | 
     (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
     concurrent processes (test workers, Dask workers, two command lines) never share a directory. On claiming its slot
     a process hard-links into it the complete entries of the other slots (:func:`_seed`), so it finds every program
-    compiled by the processes that ended before it started, in whichever slot. When the cache's entries (each file
+    compiled by the processes that ended before it started, in whichever slot, and the programs running processes
+    have offered (:func:`share_compile_cache`). When the cache's entries (each file
     counted once) exceed ``max_mb`` (default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048), a claiming process empties its
     slot and every free one (:func:`_trim`; the size is measured at most once in :data:`TRIM_INTERVAL_S`). Every
     program is cached, however quick its compilation: a new process then skips the hundreds of small compilations a

@@ -138,13 +138,32 @@ def run_task(task: Task, root: str) -> dict[str, Any]:
         matplotlib.use("Agg")
         preset = get_preset(task.preset)
         config = resolve_config(preset, quick=task.quick, overrides=dict(task.overrides))
+        sharing = _compiles_alone()
+        if sharing:
+            runtime.share_compile_cache()  # the programs the other workers compiled in their finished tasks
         res = run_preset(preset, config, task.seed, quick=task.quick, results_root=Path(root), figures=task.figures,
                          wait=True)
+        if sharing:
+            runtime.share_compile_cache()  # this task's programs, for the other workers' next tasks
         return {"status": "reused" if res.reused else "finished", "run_dir": str(res.run_dir), "summary": res.summary}
     except NonFiniteResultError as e:  # deterministic: a retry would compute the same non-finite results
         return {"status": "failed", "error": str(e), "retry": False}
     except Exception as e:  # recorded, retried once by the driver
         return {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+
+
+def _compiles_alone() -> bool:
+    """Whether this task runs in a Dask worker process of its own with one thread (the command line's LocalCluster,
+    ``dask worker`` with its nanny, dask-jobqueue): then nothing else compiles in the process between its tasks, the
+    condition of :func:`attnlab.runtime.share_compile_cache`. An in-process cluster's workers share one process."""
+    import multiprocessing
+
+    try:
+        from distributed import get_worker
+
+        return multiprocessing.parent_process() is not None and get_worker().state.nthreads == 1
+    except (ImportError, ValueError, AttributeError):  # not on a worker
+        return False
 
 
 def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
