@@ -1,12 +1,17 @@
-"""Benchmark: XLA's LLVM optimisation level 1 (what attnlab asks for on CPUs) against the default level 3.
+"""Benchmark: the XLA flags attnlab asks for on CPUs (:data:`attnlab.runtime.OPTIMISATION_FLAGS`: LLVM optimisation
+level 1 and XLA's loop emitters instead of its fusion emitters) against XLA's defaults (level 3, fusion emitters) and
+against level 1 alone.
 
-Each preset runs at full size from a fresh process with the compile cache off (``ATTNLAB_JAX_CACHE=off``, so every
-program is compiled), no figures, at level 1 and at level 3 alternately, ``--repeats`` times; the best wall time per
-level is reported, with the user CPU time. Level 1 shortens the compilation of the many small programs of a preset;
-a level that lengthened the run itself would show on the compute-heavy preset (duranthon-sample-complexity).
+Each preset runs at quick size from a fresh process with the compile cache off (``ATTNLAB_JAX_CACHE=off``, so every
+program is compiled), no figures, under each configuration in turn, ``--repeats`` times; the best wall time per
+configuration is reported, with the user CPU time. The flags shorten the compilation of the many small programs of a
+preset; a flag that lengthened the run itself would show on the compute-heavy presets (duranthon-gd-landscape, and
+bruno-alignment, whose flow integration asks for the fusion emitters back through
+:data:`attnlab.runtime.LONG_RUNNING`).
 
-Last line: one JSON object with ``level3_over_level1`` (the total wall time at level 3 over level 1; above 1: level 1
-is faster) and the times per preset and level.
+Last line: one JSON object with ``xla_defaults_over_attnlab`` and ``level1_over_attnlab`` (the total wall time under
+XLA's defaults, or level 1 alone, over attnlab's flags; above 1: attnlab's flags are faster) and the times per preset
+and configuration.
 
     .venv/bin/python bench/xla_level.py [--repeats 2]
 """
@@ -22,36 +27,47 @@ import sys
 import tempfile
 import time
 
-PRESETS = ("marion-manifold", "duranthon-sample-complexity", "sakai-vary-width")
+PRESETS = ("marion-manifold", "duranthon-sample-complexity", "duranthon-gd-landscape", "sakai-vary-width",
+           "bruno-alignment")
+CONFIGURATIONS = {
+    "attnlab": "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false",
+    "level1": "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=true",
+    "xla_defaults": "--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true",
+}
 
 
-def one(preset: str, level: int, out: str) -> tuple[float, float]:
-    env = {**os.environ, "ATTNLAB_JAX_CACHE": "off", "XLA_FLAGS": f"--xla_backend_optimization_level={level}"}
+def one(preset: str, flags: str, out: str) -> tuple[float, float]:
+    env = {**os.environ, "ATTNLAB_JAX_CACHE": "off", "XLA_FLAGS": flags}
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "attnlab", "run", preset, "--no-figures", "--force", "--out", out],
+    subprocess.run([sys.executable, "-m", "attnlab", "run", preset, "--quick", "--no-figures", "--force", "--out", out],
                    env=env, check=True, capture_output=True)
     return time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
 
 
 def main() -> None:
+    from attnlab.runtime import OPTIMISATION_FLAGS
+
+    if " ".join(OPTIMISATION_FLAGS) != CONFIGURATIONS["attnlab"]:
+        raise SystemExit(f"attnlab's flags are now {OPTIMISATION_FLAGS}: update CONFIGURATIONS")
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     best: dict[str, dict[str, list[float]]] = {p: {} for p in PRESETS}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
-            for level in (1, 3):
+            for name, flags in CONFIGURATIONS.items():
                 for p in PRESETS:
-                    wall, user = one(p, level, f"{tmp}/{p}")
-                    prev = best[p].get(f"level{level}")
+                    wall, user = one(p, flags, f"{tmp}/{p}")
+                    prev = best[p].get(name)
                     if prev is None or wall < prev[0]:
-                        best[p][f"level{level}"] = [wall, user]
-                    print(f"level {level} {p:30s} {wall:6.2f} s wall {user:6.2f} s user", flush=True)
-    total = {lv: sum(best[p][lv][0] for p in PRESETS) for lv in ("level1", "level3")}
-    print(json.dumps({"level3_over_level1": total["level3"] / total["level1"], "total_wall_s": total,
-                      "best_wall_user_s": best, "repeats": args.repeats, "cpu_count": os.cpu_count(),
-                      "loadavg_1min": os.getloadavg()[0]}))
+                        best[p][name] = [wall, user]
+                    print(f"{name:12s} {p:30s} {wall:6.2f} s wall {user:6.2f} s user", flush=True)
+    total = {name: sum(best[p][name][0] for p in PRESETS) for name in CONFIGURATIONS}
+    print(json.dumps({"xla_defaults_over_attnlab": total["xla_defaults"] / total["attnlab"],
+                      "level1_over_attnlab": total["level1"] / total["attnlab"], "total_wall_s": total,
+                      "flags": CONFIGURATIONS, "best_wall_user_s": best, "repeats": args.repeats,
+                      "cpu_count": os.cpu_count(), "loadavg_1min": os.getloadavg()[0]}))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,11 @@ def g(x, c, k):  # a host callback: jax.export cannot save it
     import numpy as np
 
     return jax.pure_callback(lambda y: np.{op}(y), jax.ShapeDtypeStruct(x.shape, x.dtype), x) * c ** k
+
+
+@partial(jit, static_argnames=("k",), compiler_options={{"xla_no_such_option": True}})
+def h(x, c, k):  # f with a compiler option XLA refuses: shows that the options reach the compiler
+    return jnp.{op}(x) * c ** k
 """
 
 MAIN = """
@@ -89,6 +94,19 @@ def test_a_later_process_calls_the_saved_program_with_the_numbers_of_jax_jit(pro
     assert np.allclose(second["out"], np.sin(np.linspace(0, 3, 5)) * 8)
     # another static value or shape is another program: traced and saved
     assert probe(k=4)["traced"] and probe(n=6)["traced"] and len(_saved(tmp_path)) == 3
+
+
+def test_compiler_options_reach_the_compiler_whether_the_program_is_traced_or_loaded(probe, tmp_path):
+    """``h`` is ``f`` with a compiler option XLA does not know: its first call (traced, then saved before it is
+    compiled), a later process's (the saved program loaded) and a call without the cache (plain ``jax.jit``) all
+    fail with XLA's refusal, while ``f`` (the control, no option) runs."""
+    assert probe(fn="f")["out"]
+    with pytest.raises(AssertionError, match="No such compile option"):
+        probe(fn="h")
+    assert len(_saved(tmp_path)) == 2  # f's and h's
+    for cache in ("cc", "off"):
+        with pytest.raises(AssertionError, match="No such compile option"):
+            probe(fn="h", cache=cache)
 
 
 def test_changed_code_is_traced_again_and_a_key_blind_to_it_would_not(probe, tmp_path):

@@ -43,6 +43,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["jit", "fingerprint", "program_dir", "KEEP_FINGERPRINTS"]
 
@@ -241,10 +242,10 @@ def _describe(context) -> str:
 class _Program:
     """A saved program called on the flat argument leaves; its result rebuilt with the output's tree structure."""
 
-    def __init__(self, exported, out_example):
+    def __init__(self, exported, out_example, compiler_options=None):
         import jax
 
-        self.call = jax.jit(exported.call)
+        self.call = jax.jit(exported.call, compiler_options=compiler_options)
         self.out_tree = jax.tree_util.tree_structure(out_example)
 
     def __call__(self, leaves):
@@ -253,7 +254,7 @@ class _Program:
         return jax.tree_util.tree_unflatten(self.out_tree, self.call(*leaves))
 
 
-def _load(path: Path) -> _Program | None:
+def _load(path: Path, compiler_options=None) -> _Program | None:
     """The program saved at ``path``, or None (none there, or one that cannot be read: traced again and replaced)."""
     import pickle
 
@@ -261,7 +262,7 @@ def _load(path: Path) -> _Program | None:
 
     try:
         out_example, serialized = pickle.loads(path.read_bytes())
-        return _Program(export.deserialize(bytearray(serialized)), out_example)
+        return _Program(export.deserialize(bytearray(serialized)), out_example, compiler_options)
     except Exception:
         return None
 
@@ -281,7 +282,8 @@ def _save(path: Path, exported, out_example) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, tree) -> _Program | None:
+def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, tree,
+             compiler_options=None) -> _Program | None:
     """The saved program of ``fn`` for this call (loaded or exported, then memoised): the arguments ``names`` (their
     flat ``leaves`` and ``tree``) positionally, the ``static`` ones (name, value) bound; or None: trace it with
     ``jax.jit``."""
@@ -291,7 +293,8 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
     if avals is None:
         return None
     context = _trace_context()
-    memo_key = (fn, static, names, tree, avals, context)  # static values compared as jax.jit compares them
+    options = tuple(sorted((compiler_options or {}).items()))
+    memo_key = (fn, static, names, tree, avals, context, options)  # static values compared as jax.jit compares them
     try:
         found = _MEMO.get(memo_key)
     except TypeError:  # an unhashable static value: jax.jit says so
@@ -318,7 +321,7 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
     if unsaved.exists():
         _MEMO[memo_key] = _UNSAVED
         return None
-    program = _load(path)
+    program = _load(path, compiler_options)
     if program is None:
         from jax import export
 
@@ -335,7 +338,7 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
         try:
             exported = export.export(jax.jit(call))(*leaves)
             out_example = jax.tree_util.tree_unflatten(out_trees[-1], list(range(out_trees[-1].num_leaves)))
-            program = _Program(exported, out_example)
+            program = _Program(exported, out_example, compiler_options)
             _save(path, exported, out_example)
         except Exception:  # jax.export cannot save this program (a host callback, a custom call): trace it
             _MEMO[memo_key] = _UNSAVED
@@ -347,13 +350,16 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
 
 
 def jit(fn: Callable | None = None, *, static_argnames: str | tuple[str, ...] = (),
-        static_argnums: int | tuple[int, ...] = ()):
-    """``jax.jit(fn, static_argnames=...)`` whose traced program is saved for later processes (see the module). Use
-    as ``@jit`` or ``@partial(jit, static_argnames=("act",))`` on a function of named parameters whose trace depends
-    only on its arguments (not on a global switch or an environment variable that the key does not hold). The plain
-    ``jax.jit`` function is the ``plain`` attribute. ``static_argnums`` name the same parameters by position."""
+        static_argnums: int | tuple[int, ...] = (), compiler_options: dict[str, Any] | None = None):
+    """``jax.jit(fn, static_argnames=..., compiler_options=...)`` whose traced program is saved for later processes
+    (see the module). Use as ``@jit`` or ``@partial(jit, static_argnames=("act",))`` on a function of named
+    parameters whose trace depends only on its arguments (not on a global switch or an environment variable that the
+    key does not hold). The plain ``jax.jit`` function is the ``plain`` attribute. ``static_argnums`` name the same
+    parameters by position; ``compiler_options`` (e.g. :data:`attnlab.runtime.LONG_RUNNING`) apply to the program
+    however it is obtained."""
     if fn is None:
-        return functools.partial(jit, static_argnames=static_argnames, static_argnums=static_argnums)
+        return functools.partial(jit, static_argnames=static_argnames, static_argnums=static_argnums,
+                                 compiler_options=compiler_options)
     import jax
 
     signature = inspect.signature(fn)
@@ -361,7 +367,7 @@ def jit(fn: Callable | None = None, *, static_argnames: str | tuple[str, ...] = 
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     numbers = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = tuple(dict.fromkeys(names + tuple(params[i] for i in numbers)))
-    plain = jax.jit(fn, static_argnames=names)
+    plain = jax.jit(fn, static_argnames=names, compiler_options=compiler_options)
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in signature.parameters.values()):
         raise TypeError(f"attnlab.programs.jit: {fn.__qualname__} takes *args, **kwargs or positional-only parameters")
 
@@ -378,7 +384,7 @@ def jit(fn: Callable | None = None, *, static_argnames: str | tuple[str, ...] = 
         static = tuple((k, v) for k, v in arguments.items() if k in names)
         dynamic = tuple(k for k in arguments if k not in names)
         leaves, tree = jax.tree_util.tree_flatten(tuple(arguments[k] for k in dynamic))
-        program = _program(fn, static, dynamic, leaves, tree)
+        program = _program(fn, static, dynamic, leaves, tree, compiler_options)
         return plain(*args, **kwargs) if program is None else program(leaves)
 
     wrapper.plain = plain  # type: ignore[attr-defined]

@@ -10,9 +10,11 @@ a notebook can call the same functions.
   ``jax.enable_x64`` state, local to the thread): inside it JAX computes in float64, outside it the user's setting
   holds. The public functions re-exported by each paper's package run inside it (decorated with :func:`float64`).
 * **XLA flags** (:func:`add_xla_flags`). attnlab asks XLA's CPU backend for LLVM optimisation level 1
-  (``--xla_backend_optimization_level=1``, the default being 3): the presets run many small programs, and the extra
-  LLVM passes of the higher levels lengthen their compilation without shortening their run. A flag already in
-  ``XLA_FLAGS`` wins (``--xla_backend_optimization_level=3`` restores the default). Flags act only before JAX
+  (``--xla_backend_optimization_level=1``, the default being 3) and its loop emitters
+  (``--xla_cpu_use_fusion_emitters=false``): the presets run many small programs, whose compilation both shorten;
+  the few programs whose run time dominates ask for the fusion emitters back (:data:`LONG_RUNNING`). A flag already
+  in ``XLA_FLAGS`` wins (``--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true`` restores XLA's
+  defaults). Flags act only before JAX
   starts its backend (the first computation of the process).
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
   compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
@@ -42,14 +44,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "add_xla_flags", "use_compile_cache",
+__all__ = ["OPTIMISATION_FLAGS", "LONG_RUNNING", "add_xla_flags", "use_compile_cache",
            "compile_cache_slot", "share_compile_cache", "configure", "configured", "accelerator_plugin",
            "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
-OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1",)
-"""The XLA flags :func:`configure` adds where JAX has no accelerator plugin: LLVM optimisation level 1 on the CPU
-backend (shorter compilation of the presets' many small programs, the same run time)."""
+OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false")
+"""The XLA flags :func:`configure` adds where JAX has no accelerator plugin, both for shorter compilation of the
+presets' many small programs on the CPU backend: LLVM optimisation level 1 (the same run time), and XLA's older loop
+emitters instead of its fusion emitters (the default), which compile faster. The fusion emitters run some programs
+faster: those whose run time outweighs their compilation ask for them back (:data:`LONG_RUNNING`)."""
+
+LONG_RUNNING: dict[str, bool] = {"xla_cpu_use_fusion_emitters": True}
+"""Compiler options of a program whose run time outweighs its compilation (a particle flow's integration, a
+transformer's training): ``jax.jit(f, compiler_options=LONG_RUNNING)`` or ``attnlab.programs.jit`` with the same
+argument. XLA's CPU fusion emitters (its default, which :data:`OPTIMISATION_FLAGS` turns off), whatever the flags;
+other backends ignore the option."""
 
 _DEFAULT_MAX_MAPPINGS = 65530
 F = TypeVar("F", bound=Callable)
@@ -182,8 +192,17 @@ def share_compile_cache() -> int:
     slot = compile_cache_slot()
     if slot is None:
         return 0
+    mark = slot / _SHARED
     with contextlib.suppress(OSError):
-        (slot / _SHARED).touch()
+        # file times tick coarsely (a clock tick of a few milliseconds): an entry written just before this call may
+        # bear the mark's first time, so the mark is touched again until its time has moved past it
+        mark.touch()
+        first, deadline = mark.stat().st_mtime_ns, time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+            mark.touch()
+            if mark.stat().st_mtime_ns > first:
+                break
     return _seed(slot.parent, slot)
 
 

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.bruno.attention import attention, attention_dense, check_qkv
+from attnlab.runtime import LONG_RUNNING
 
 __all__ = ["Model", "make_model", "normalize", "drift", "step", "simulate", "simulate_adaptive", "ORDER", "Scheme"]
 
@@ -115,7 +116,7 @@ def step(x, model: Model, dt, scheme: Scheme = "euler"):
     raise ValueError(f"unknown scheme {scheme!r} (choose from {sorted(ORDER)})")
 
 
-@partial(jax.jit, static_argnames=("static", "scheme"))
+@partial(jax.jit, static_argnames=("static", "scheme"), compiler_options=LONG_RUNNING)
 def _advance(x, n, dt, Q, K, V, static: Model, scheme: str):
     """n steps; Q, K, V are traced (one compilation serves every matrix), the rest of the model is static."""
     m = static._replace(Q=Q, K=K, V=V)
@@ -175,7 +176,7 @@ def simulate(x0, model: Model, times: Sequence[float], dt: float | Sequence[floa
     return np.stack([np.asarray(s) for s in snaps]), observations, np.asarray(steps)
 
 
-@partial(jax.jit, static_argnames=("static", "max_steps"))
+@partial(jax.jit, static_argnames=("static", "max_steps"), compiler_options=LONG_RUNNING)
 def _adaptive_segment(x, t0, t1, h, Q, K, V, static: Model, tol, dt_max, max_steps: int):
     """One segment from t0 to t1 by ``diffrax.Bosh3`` under an I controller (:mod:`attnlab.bruno.integrate`), from x
     on the sphere (a batch (R, N, d) is vmapped, each run with its first trial step h[r]):

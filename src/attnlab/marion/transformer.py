@@ -93,6 +93,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import programs
+from attnlab.runtime import LONG_RUNNING
 
 __all__ = [
     "LN_EPS",
@@ -369,7 +370,7 @@ def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size)
     return sgd_step(params, run.r, X, y, step_size)[0]
 
 
-@partial(programs.jit, static_argnames=("sz", "K", "offset", "per_seg"))
+@partial(programs.jit, static_argnames=("sz", "K", "offset", "per_seg"), compiler_options=LONG_RUNNING)
 def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: int, offset: int, per_seg: int):
     """``per_seg`` blocks of ``K`` updates of every arm and run (``lax.scan``); logs after the first ``offset``
     updates of each block. ``step_keys`` (runs, per_seg, K): the keys of those updates.
