@@ -1,6 +1,7 @@
-"""Benchmark: the XLA flags attnlab asks for on CPUs (:data:`attnlab.runtime.OPTIMISATION_FLAGS`: LLVM optimisation
-level 1 and XLA's loop emitters instead of its fusion emitters) against XLA's defaults (level 3, fusion emitters) and
-against level 1 alone.
+"""Benchmark: the XLA flags attnlab asks for on CPUs (LLVM optimisation level 1, XLA's loop emitters instead of its
+fusion emitters) against XLA's defaults (level 3, fusion emitters) and against level 1 alone.
+
+The flags are ``attnlab.runtime.OPTIMISATION_FLAGS``.
 
 Each preset runs at quick size from a fresh process with the compile cache off (``ATTNLAB_JAX_CACHE=off``, so every
 program is compiled), no figures, under each configuration in turn, ``--repeats`` times; the best wall time per
