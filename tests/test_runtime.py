@@ -124,14 +124,20 @@ def test_a_later_process_loads_programs_from_its_slot_and_concurrent_ones_never_
         os.close(held[0])
 
 
+def _cache_probe(expression: str, n: int) -> str:
+    """The code of a process that takes a slot of the cache, compiles ``x -> expression`` on ``arange(n)`` and prints
+    its slot, its compilation-cache hits and misses."""
+    return ("import jax, jax.numpy as jnp; seen = []; jax.monitoring.register_event_listener("
+            "lambda name, **kw: seen.append(name.rsplit('/', 1)[-1])); "
+            "from attnlab import runtime; d = runtime.use_compile_cache(); "
+            f"jax.jit(lambda x: {expression})(jnp.arange({float(n)})).block_until_ready(); "
+            "print(d.name, seen.count('cache_hits'), seen.count('cache_misses'))")
+
+
 def test_a_process_finds_the_programs_compiled_in_other_free_slots(tmp_path):
     """A program compiled by a process that ran in slot-1 (slot-0 was held) is loaded from disk by a later process that
     takes slot-0: claiming a slot links in the entries of the free slots."""
-    code = ("import jax, jax.numpy as jnp; seen = []; jax.monitoring.register_event_listener("
-            "lambda name, **kw: seen.append(name.rsplit('/', 1)[-1])); "
-            "from attnlab import runtime; d = runtime.use_compile_cache(); "
-            "jax.jit(lambda x: jnp.cos(x) @ x + 7.0)(jnp.arange(5.0)).block_until_ready(); "
-            "print(d.name, seen.count('cache_hits'), seen.count('cache_misses'))")
+    code = _cache_probe("jnp.cos(x) @ x + 7.0", 5)
     env = {**os.environ, "ATTNLAB_JAX_CACHE": str(tmp_path)}
     from attnlab import runtime
 
@@ -224,11 +230,7 @@ def test_a_running_process_offers_its_programs_once_it_shares_them(tmp_path, sha
     """Process A compiles a program and keeps running (its slot held); process B, started next, compiles the same
     program. B loads it from A's slot if A called :func:`share_compile_cache` after compiling, and compiles it again
     if A did not (A's entries newer than its claim may be half written)."""
-    code = ("import jax, jax.numpy as jnp; seen = []; jax.monitoring.register_event_listener("
-            "lambda name, **kw: seen.append(name.rsplit('/', 1)[-1])); "
-            "from attnlab import runtime; d = runtime.use_compile_cache(); "
-            "jax.jit(lambda x: jnp.tanh(x) @ x + 11.0)(jnp.arange(6.0)).block_until_ready(); "
-            "print(d.name, seen.count('cache_hits'), seen.count('cache_misses'))")
+    code = _cache_probe("jnp.tanh(x) @ x + 11.0", 6)
     env = {**os.environ, "ATTNLAB_JAX_CACHE": str(tmp_path)}
     a = subprocess.Popen([sys.executable, "-c", _SHARER, "share" if share else "keep"], env=env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
