@@ -195,7 +195,11 @@ def _field2_jacobians(ys, m: DohmatobModel):
 
 def jacobian_eigenvalues(field, y, m: DohmatobModel):
     """Eigenvalues of the Jacobian of ``field(., m)`` at ``y`` (forward mode), sorted by real part."""
-    J = np.asarray(_jacobian_fn(field, m)(jnp.asarray(y, jnp.float64)))
+    return _sorted_eigenvalues(np.asarray(_jacobian_fn(field, m)(jnp.asarray(y, jnp.float64))))
+
+
+def _sorted_eigenvalues(J):
+    """The eigenvalues of the matrix ``J``, sorted by real part."""
     ev = np.linalg.eigvals(J)
     return ev[np.argsort(ev.real)]
 
@@ -256,8 +260,7 @@ def stationary_points_on_M(m: DohmatobModel, zero_tol: float = 0.0, n_grid: int 
     jacobians = np.asarray(_field2_jacobians(np.array([[mu, nu] for mu, nu, _, _ in found], dtype=np.float64), m))
     points = []
     for (mu, nu, family, converged), J in zip(found, jacobians):
-        ev = np.linalg.eigvals(J)
-        ev = ev[np.argsort(ev.real)]
+        ev = _sorted_eigenvalues(J)
         points.append(StationaryPoint(mu, nu, tuple(complex(e) for e in ev), classify(ev, zero_tol), family,
                                       converged))
     return points
