@@ -3,7 +3,7 @@
 * :mod:`attnlab.marion.risk` -- the closed-form population risk in the five overlaps (Theorem 1), oracle and linear baseline;
 * :mod:`attnlab.marion.predictors` -- erf attention ``T_lambda``, the oracle, the best linear predictor, the Bayes predictor;
 * :mod:`attnlab.marion.dynamics` -- projected GD on the sphere (vector and exact 5-overlap recursion), online SGD;
-* :mod:`attnlab.marion.montecarlo` -- Monte Carlo risks in R^d (excess, Bayes, linear baseline);
+* :mod:`attnlab.marion.montecarlo` -- Monte Carlo risks in R^d (excess, Bayes, linear baseline) and in the frame;
 * :mod:`attnlab.marion.presets` -- the five official configurations as presets, and the registration of the App. E.3
   and Sec. 2 presets;
 * :mod:`attnlab.marion.figures` -- the presets' figure;
