@@ -189,6 +189,28 @@ def test_sigint_to_a_running_process(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_run_command_exits_with_its_status_and_everything_written(tmp_path):
+    """``attnlab run`` skips the interpreter's finalisation (:func:`attnlab.app.cli._exit`): the run is whole on
+    disk, the report fully printed through a pipe, and the exit status kept; the same hard exit after buffered output
+    and a non-zero status (control: nothing written unflushed is lost, the status is not reset to 0)."""
+    start = "import sys; sys.argv[0] = 'attnlab'; from attnlab.app.cli import console_main; console_main()"
+    res = subprocess.run([sys.executable, "-c", start, "run", "marion-manifold", "--quick", *TINY, "--out", "out"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["checks"] and all(c["passed"] for c in summary["checks"])
+    report = res.stdout.rstrip()  # a pipe: one block per check, the last line its verdict
+    assert report.count("pass yes") == len(summary["checks"]) and report.endswith("pass yes"), report[-2000:]
+    with xr.open_zarr(tmp_path / "out" / "data.zarr") as ds:
+        assert ds.sizes["repeat"] == 2
+    assert (tmp_path / "out" / "marion-manifold-panels.pdf").stat().st_size > 0
+    code = ("import sys; from attnlab.app import cli; cli._computed_here = True; "
+            "sys.stdout.write('buffered'); sys.stderr.write('unflushed'); cli._exit(3)")
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe's stdout: block-buffered
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=buffered)
+    assert (res.returncode, res.stdout, res.stderr) == (3, "buffered", "unflushed")
+
+
 PAPER = "bruno"  # the cheapest paper at quick size: the conformance test runs every preset of every paper
 
 
