@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import pytest
@@ -181,6 +182,33 @@ def test_seeding_links_complete_entries_only(tmp_path):
             os.close(fd)
     finally:
         os.close(busy)
+
+
+def test_seeding_lists_an_unchanged_slot_once(tmp_path, monkeypatch):
+    """A slot listed fully once is not listed again while its directory's time (older than the settling margin)
+    and its mark stay the same; an entry added there changes the time and is linked at the next call; a slot
+    changed within the margin is listed every time (an entry in the same clock tick would not move its time)."""
+    from attnlab import runtime
+
+    other = tmp_path / "slot-1"
+    other.mkdir(parents=True)
+    (other / "jit_a-1-cache").write_bytes(b"a")
+    (other / ".lock").touch()  # as a process that held the slot left it
+    old = time.time_ns() - 10 * 10**9
+    os.utime(other, ns=(old, old))
+    listed = []
+    names = runtime._names
+    monkeypatch.setattr(runtime, "_names", lambda d: listed.append(Path(d).name) or names(d))
+    fd, mine = runtime._claim_slot(tmp_path)
+    try:
+        assert runtime._seed(tmp_path, mine) == 1 and listed.count("slot-1") == 1
+        assert runtime._seed(tmp_path, mine) == 0 and listed.count("slot-1") == 1 and listed.count("slot-0") == 2
+        (other / "jit_b-1-cache").write_bytes(b"b")  # the directory's time moves to now
+        assert runtime._seed(tmp_path, mine) == 1 and listed.count("slot-1") == 2
+        assert (mine / "jit_b-1-cache").is_file()
+        assert runtime._seed(tmp_path, mine) == 0 and listed.count("slot-1") == 3  # changed within the margin
+    finally:
+        os.close(fd)
 
 
 def test_seeding_from_a_held_slot_takes_what_its_process_shared(tmp_path):

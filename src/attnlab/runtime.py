@@ -88,6 +88,8 @@ _SLOT: tuple[int, Path] | None = None  # (open lock file descriptor, directory) 
 _MAX_SLOTS = 64
 _CLAIMED = ".claimed"  # touched in a slot when a process claims it: entries older than it were written before
 _SHARED = ".shared"  # touched by the slot's process when it writes nothing (share_compile_cache): older entries whole
+_LISTED: dict[tuple[Path, Path], tuple[int, int | None]] = {}  # (slot, other slot) -> what _seed last listed fully
+_SETTLED_NS = 100_000_000  # a directory time this much older than now can no longer take another entry's tick
 
 
 def _claim_slot(base: Path) -> tuple[int, Path] | None:
@@ -129,13 +131,18 @@ def _seed(base: Path, directory: Path) -> int:
     non-blocking, for the copy) every entry is linked; from a slot a running process holds, only the entries older
     than that process's claim (``.claimed``) or its last :func:`share_compile_cache` (``.shared``): the process may
     be writing the newer ones. Links cost no space and
-    leave each slot whole when another is trimmed. Returns the number of entries linked."""
+    leave each slot whole when another is trimmed. A slot whose listing cannot have changed since this process last
+    linked all it could from it (the same directory time, older than a few clock ticks, and the same mark) is not
+    listed again: most slots are idle, and a long-lived process calls this between every two pieces of work.
+    Returns the number of entries linked."""
     have = set(_names(directory))
     linked = 0
+    settled = time.time_ns() - _SETTLED_NS
     for other in sorted(base.glob("slot-*")):
-        if other == directory or not other.is_dir():
+        if other == directory:
             continue
         try:
+            changed = os.stat(other).st_mtime_ns
             fd = os.open(other / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
             continue
@@ -147,6 +154,9 @@ def _seed(base: Path, directory: Path) -> int:
                 before = _complete_before(other)  # shared them
                 if before is None:
                     continue
+            seen = (directory, other)
+            if _LISTED.get(seen) == (changed, before):
+                continue
             for name in _names(other):
                 if name in have:
                     continue
@@ -163,6 +173,8 @@ def _seed(base: Path, directory: Path) -> int:
                     return linked
                 have.add(name)
                 linked += 1
+            if changed < settled:  # an entry added in the listing's clock tick would leave the directory's time
+                _LISTED[seen] = (changed, before)
         finally:
             os.close(fd)
     return linked
