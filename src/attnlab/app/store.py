@@ -37,7 +37,8 @@ from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.plot import save_figure
 from attnlab.registry import Preset
 
-__all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "provenance", "devices", "preflight",
+__all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "write_data", "provenance", "devices",
+           "preflight",
            "is_finished_run", "check_output_dir", "machine", "read_config", "MAX_SEED"]
 
 _VERSIONED = ("attnlab", "jax", "jaxlib", "numpy", "scipy", "xarray", "zarr", "pydantic", "matplotlib")
@@ -292,6 +293,34 @@ def _non_finite_metric(metrics: dict[str, Any], prefix: str = "") -> tuple[str, 
     return None
 
 
+IN_MEMORY_BYTES = 256 * 2**20
+"""A run's dataset up to this size (``Dataset.nbytes``) is encoded in memory and its files then written at once
+(:func:`write_data`); a larger one is written by Zarr's file store directly."""
+
+
+def write_data(ds, path: Path) -> None:
+    """Write a run's dataset as Zarr format 2 with consolidated metadata at ``path`` (readable by every zarr and
+    xarray release, without warnings), every chunk written, those of fill values too: a missing chunk is then damage
+    (:func:`read_data`).
+
+    Up to :data:`IN_MEMORY_BYTES` the dataset is encoded into a ``zarr.storage.MemoryStore`` over a dict of this
+    function's and its entries written as files: the same files, byte for byte, as Zarr's file store writes, at a
+    third of the time (the file store hands each of the hundreds of small files of a run to a thread of its own)."""
+    options = {"mode": "w", "consolidated": True, "zarr_format": 2, "write_empty_chunks": True}
+    if ds.nbytes > IN_MEMORY_BYTES:
+        ds.to_zarr(path, **options)
+        return
+    import zarr
+
+    entries: dict = {}
+    ds.to_zarr(zarr.storage.MemoryStore(store_dict=entries), **options)
+    path.mkdir(parents=True, exist_ok=True)
+    for key, buffer in entries.items():
+        target = path / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(buffer.to_bytes())
+
+
 def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bool, out_dir: Path | None = None,
                results_root: Path = Path("results"), force: bool = False, progress=None, figures: bool = True,
                wait: bool = False) -> RunResult:
@@ -343,9 +372,7 @@ def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, f
             raise NonFiniteResultError(f"{preset.name}: the results are not finite (metric {bad_metric[0]!r} is "
                                        f"{bad_metric[1]!r}); nothing was written")
         try:
-            # Zarr format 2 with consolidated metadata: readable by every zarr and xarray release, without warnings.
-            # every chunk written, those of fill values too: a missing chunk is then damage (read_data)
-            ds.to_zarr(tmp / "data.zarr", mode="w", consolidated=True, zarr_format=2, write_empty_chunks=True)
+            write_data(ds, tmp / "data.zarr")
             written = []
             for name, fig in (preset.plot(ds, config) if figures else {}).items():
                 written += save_figure(fig, tmp, f"{preset.name}-{name}")
