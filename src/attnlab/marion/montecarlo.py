@@ -128,7 +128,8 @@ def mc_excess_risk_given_scores(key, o, lam, gamma, d, L: int, n: int, chunk: in
     only, the rest integrated exactly (Rao-Blackwell): an unbiased estimator of the same risk as
     :func:`mc_excess_risk_in_frame` with L numbers per sequence instead of 4 L and a smaller variance.
 
-    In the frame ``(k*, v*, e1, e2)`` (Marion et al., Sec. 4) a token is ``Z_l = m_l + s_l G_l``, ``G_l ~ N(0, I_4)``,
+    In the frame ``(k*, v*, e1, e2)`` (:func:`attnlab.slr.data.sample_slr_in_frame`: the law of the projected SLR
+    tokens) a token is ``Z_l = m_l + s_l G_l``, ``G_l ~ N(0, I_4)``,
     with ``m_l = sqrt(d/2) e_0``, ``s_l = gamma`` for the signal token ``l = J0`` and ``m_l = 0``, ``s_l = 1``
     otherwise; ``y = Z_{J0} . e_1 + eps xi``. Write ``a = k``, ``b = v`` in the frame (:func:`frame_coordinates`).
     Given the scores ``u_l = Z_l . a`` (Gaussian, drawn here), ``w_l = Z_l . b`` and ``y`` are Gaussian with
