@@ -58,3 +58,27 @@ def test_given_scores_to_se_draws_the_same_sequences_until_the_target():
         target = 4 * float(full_se)
         mean, se, count = mc_excess_risk_given_scores_to_se(key, o, 0.5, GAMMA, D, L, 100_000, target)
         assert int(count) < 100_000 and float(se) <= target
+
+
+@pytest.mark.parametrize("d,L,gamma,eps", [(8, 5, 0.6, 0.1), (12, 10, 0.5**0.5, 0.2)])
+def test_bayes_risk_in_frame_against_the_draw_in_rd(d, L, gamma, eps):
+    """The Bayes risk drawn in the frame (4 L coordinates and L chi-square norms per sequence) within 5 combined SE of
+    the one drawn in R^d. Control: the same draw in the frame without the other coordinates' norms (the posterior
+    then misses the signal token's smaller spread) lies beyond 5 combined SE of the draw in R^d."""
+    from attnlab.marion.montecarlo import mc_bayes_risk, mc_bayes_risk_in_frame
+    from attnlab.marion.predictors import bayes_posterior_from_statistics
+    from attnlab.slr.data import sample_slr_in_frame
+    from attnlab.slr.montecarlo import mc_mean
+
+    def without_norms(key, m):
+        Z, y, _ = sample_slr_in_frame(key, m, L, gamma, eps, d)
+        p = bayes_posterior_from_statistics(jnp.sum(Z * Z, axis=-1), Z[..., 0], d / 2.0, d, gamma)
+        return (jnp.sum(p * Z[..., 1], axis=-1) - y) ** 2
+
+    with runtime.x64():
+        k_star, v_star = sample_teacher(jax.random.key(5), d)
+        rd, rd_se = map(float, mc_bayes_risk(jax.random.key(6), k_star, v_star, gamma, L, 20_000, eps))
+        fr, fr_se = map(float, mc_bayes_risk_in_frame(jax.random.key(7), gamma, float(d), L, 200_000, eps))
+        wrong, wrong_se = map(float, mc_mean(jax.random.key(8), without_norms, 200_000, 20_000))
+    assert abs(rd - fr) <= 5 * np.hypot(rd_se, fr_se), (rd, fr, rd_se, fr_se)
+    assert abs(rd - wrong) > 5 * np.hypot(rd_se, wrong_se), (rd, wrong, rd_se, wrong_se)

@@ -15,14 +15,19 @@ import jax.numpy as jnp
 from jax.scipy.special import erf
 
 from attnlab import programs
-from attnlab.marion.predictors import bayes_predictor, erf_attention, linear_baseline_predictor
+from attnlab.marion.predictors import (
+    bayes_posterior_from_statistics,
+    bayes_predictor,
+    erf_attention,
+    linear_baseline_predictor,
+)
 from attnlab.slr.data import sample_slr, sample_slr_in_frame
 from attnlab.slr.montecarlo import mc_mean, mc_mean_to_se
 from attnlab.slr.overlaps import frame_coordinates
 
 __all__ = ["mc_mean", "mc_mean_to_se", "mc_excess_risk", "mc_excess_risk_to_se", "mc_excess_risk_in_frame",
            "mc_excess_risk_in_frame_to_se", "mc_excess_risk_given_scores", "mc_excess_risk_given_scores_to_se",
-           "mc_bayes_risk", "mc_linear_baseline_risk"]
+           "mc_bayes_risk", "mc_bayes_risk_in_frame", "mc_linear_baseline_risk"]
 
 
 def _excess_samples(k, v, k_star, v_star, lam, gamma, L: int, eps):
@@ -56,6 +61,24 @@ def mc_bayes_risk(key, k_star, v_star, gamma, L: int, n: int, eps=0.0, chunk: in
     def f(key, m):
         X, y, _ = sample_slr(key, k_star, v_star, m, L, gamma, eps)
         return (bayes_predictor(X, k_star, v_star, gamma) - y) ** 2
+
+    return mc_mean(key, f, n, chunk)
+
+
+@partial(programs.jit, static_argnames=("L", "n", "chunk"))
+def mc_bayes_risk_in_frame(key, gamma, d, L: int, n: int, eps=0.0, chunk: int = 20_000):
+    """:func:`mc_bayes_risk` with the tokens drawn by their coordinates in the frame ``(k*, v*, e1, e2)``
+    (:func:`attnlab.slr.data.sample_slr_in_frame`) and the squared norm of each token's other ``d - 4``
+    coordinates, ``s_l^2 chi^2_{d-4}`` (``s_l`` gamma for the signal token, 1 otherwise): the Bayes posterior needs only
+    ``|X_l|^2`` and ``X_l . k*``, the prediction ``X_l . v*`` (:func:`bayes_posterior_from_statistics`), so this is
+    the same law at ``4 L + L`` numbers per sequence instead of ``d L``."""
+
+    def f(key, m):
+        kz, kr = jax.random.split(key)
+        Z, y, scale = sample_slr_in_frame(kz, m, L, gamma, eps, d)
+        sq = jnp.sum(Z * Z, axis=-1) + scale**2 * jax.random.chisquare(kr, d - 4.0, (m, L))
+        posterior = bayes_posterior_from_statistics(sq, Z[..., 0], d / 2.0, d, gamma)
+        return (jnp.sum(posterior * Z[..., 1], axis=-1) - y) ** 2
 
     return mc_mean(key, f, n, chunk)
 

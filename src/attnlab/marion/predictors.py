@@ -46,8 +46,14 @@ def bayes_posterior(X, k_star, gamma):
     """
     d = X.shape[-1]
     m = jnp.sqrt(d / 2.0) * k_star
-    sq = jnp.sum(X * X, axis=-1)
-    log_lr = -(sq - 2.0 * jnp.sqrt(d / 2.0) * (X @ k_star) + m @ m) / (2.0 * gamma**2) + sq / 2.0
+    return bayes_posterior_from_statistics(jnp.sum(X * X, axis=-1), X @ k_star, m @ m, d, gamma)
+
+
+def bayes_posterior_from_statistics(sq, score, mean_sq, d, gamma):
+    """:func:`bayes_posterior` from what it depends on: each token's squared norm ``sq = |X_l|^2`` and score
+    ``X_l . k*`` (last axis: the tokens), with ``mean_sq = |m|^2 = (d/2) |k*|^2``:
+    ``log LR_l = -(|X_l|^2 - 2 sqrt(d/2) X_l . k* + |m|^2) / (2 gamma^2) + |X_l|^2 / 2``."""
+    log_lr = -(sq - 2.0 * jnp.sqrt(d / 2.0) * score + mean_sq) / (2.0 * gamma**2) + sq / 2.0
     return jax.nn.softmax(log_lr, axis=-1)
 
 

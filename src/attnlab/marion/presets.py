@@ -35,7 +35,7 @@ from attnlab.marion.dynamics import (
     run_sgd_reduced,
     vectors_from_overlaps,
 )
-from attnlab.marion.montecarlo import mc_bayes_risk, mc_excess_risk_given_scores_to_se, mc_excess_risk_to_se
+from attnlab.marion.montecarlo import mc_bayes_risk_in_frame, mc_excess_risk_given_scores_to_se, mc_excess_risk_to_se
 from attnlab.marion.predictors import LAMBDA_MAX
 from attnlab.marion.risk import linear_baseline_risk, oracle_excess_risk, population_excess_risk, spurious_point
 from attnlab.registry import Check, Preset, deferred, register
@@ -79,7 +79,8 @@ class MarionConfig(ExperimentConfig):
         "reduced", description="reduced: the exact recursion on the five overlaps (PGD) or the chain exact in law "
                                "(SGD); full: every repeat in R^d")
     n_mc: int = pydantic.Field(10_000, ge=100, description="most Monte Carlo samples in R^d for the closed-form check "
-                               "(drawn until its SE resolves the check from its control, SE <= gap / 12)")
+                               "(drawn until its SE resolves the check from its control, SE <= gap / 12); the "
+                               "sequences of the Bayes risk's Monte Carlo (in the frame)")
     n_mc_frame: int = pydantic.Field(1_000_000, ge=100, description="most Monte Carlo sequences drawn in the frame for "
                                      "the closed-form check against the spurious point (drawn until SE <= gap / 12)")
     highlight: tuple[int, ...] = pydantic.Field((0, 1), description="repeats drawn as highlighted curves")
@@ -125,6 +126,11 @@ def _closed_forms(traj: Overlaps, steps, lambda0, schedule: bool, rate, gamma, d
     spurious_o, spurious = spurious_point(lam[-1], gamma, d, L)
     return (lam, population_excess_risk(traj, lam[:, None], gamma, d, L), oracle_excess_risk(lam, gamma, d, L),
             spurious_o, spurious, distance_to_manifold(traj))
+
+
+_MC_CHUNK = 500
+"""Samples per chunk of the Monte Carlo check in R^d (d L normals each): it draws at least two chunks, and the gap to
+its control (the initial point's risk) is usually resolved by the first thousand samples."""
 
 
 def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
@@ -186,10 +192,10 @@ def run(cfg: MarionConfig, key, progress=None) -> xr.Dataset:
     theory0 = excess[-1, 0]
     frame_control = oracle[-1] if _at_spurious(traj.eta[-1, 0]) else spurious
     mc, mc_se, mc_n = mc_excess_risk_to_se(k_mc, k, v, ks, vs, lam[-1], cfg.gamma, cfg.L, cfg.n_mc,
-                                           resolving_se(theory0, excess[0, 0]), cfg.eps)
+                                           resolving_se(theory0, excess[0, 0]), cfg.eps, chunk=_MC_CHUNK)
     mcf, mcf_se, mcf_n = mc_excess_risk_given_scores_to_se(k_frame, o_final, lam[-1], cfg.gamma, cfg.d, cfg.L,
                                                            cfg.n_mc_frame, resolving_se(theory0, frame_control))
-    bayes, bayes_se = mc_bayes_risk(k_bayes, ks, vs, cfg.gamma, cfg.L, max(1000, cfg.n_mc // 5), cfg.eps)
+    bayes, bayes_se = mc_bayes_risk_in_frame(k_bayes, cfg.gamma, cfg.d, cfg.L, cfg.n_mc, cfg.eps)
     report(n_seg + 2, n_seg)
 
     dims = ("step", "repeat")
