@@ -58,6 +58,7 @@ with runtime.x64():
     t3 = time.perf_counter()
     metrics, checks = preset.summarize(ds, config)
     t4 = time.perf_counter()
+from attnlab.app.store import write_data
 from attnlab.plot import save_figure
 with tempfile.TemporaryDirectory() as tmp:
     for name, fig in preset.plot(ds, config).items():
@@ -65,7 +66,7 @@ with tempfile.TemporaryDirectory() as tmp:
     if preset.animate is not None:
         preset.animate(ds, Path(tmp) / "evolution.gif")
     t5 = time.perf_counter()
-    ds.to_zarr(Path(tmp) / "data.zarr", mode="w", consolidated=True, zarr_format=2, write_empty_chunks=True)
+    write_data(ds, Path(tmp) / "data.zarr")
     (Path(tmp) / "summary.json").write_text(json.dumps({"checks": [c.as_dict() for c in checks]}, default=str))
     (Path(tmp) / "config.json").write_text(json.dumps(config.model_dump(mode="json")))
     t6 = time.perf_counter()
