@@ -104,7 +104,7 @@ FIVE = ("marion-manifold", "marion-sphere-small-lambda", "marion-sphere-large-la
 
 
 PROFILED = {"pgd": ("run_pgd_reduced",), "cross_check_full_vector_pgd": ("run_pgd_full",),
-            "monte_carlo_checks": ("mc_excess_risk", "mc_excess_risk_in_frame", "mc_bayes_risk")}
+            "monte_carlo_checks": ("mc_excess_risk_to_se", "mc_excess_risk_given_scores_to_se", "mc_bayes_risk_in_frame")}
 """The parts of a Marion PGD preset's run timed apart (module-level functions of attnlab.marion.presets)."""
 
 
