@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q
-# pip would compile every installed module to bytecode one file at a time, most of an install's time: the packages
+# pip would compile every installed module to bytecode one file at a time, on one core: the packages
 # are installed with --no-compile and compiled by compileall on every core instead, without the packages' own test
 # suites, which nothing imports
 COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib

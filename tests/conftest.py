@@ -58,8 +58,8 @@ def _between_tests():
     JIT fails or crashes (see :mod:`attnlab.runtime`). Drop compiled programs between tests once past half of it.
 
     Between two tests the worker compiles nothing, so it offers the programs it compiled to the other test workers
-    and takes theirs (:func:`attnlab.runtime.share_compile_cache`; at most once a second, each call lists the
-    cache's slots): what one worker compiled, the other loads instead of compiling it again."""
+    and takes theirs (:func:`attnlab.runtime.share_compile_cache`; at most once a second, each call lists this
+    worker's slot and the slots that changed): what one worker compiled, the other loads instead of compiling it again."""
     runtime.release_compiled_programs()
     if time.monotonic() - _shared_at[0] >= _SHARE_EVERY_S:
         runtime.share_compile_cache()

@@ -559,7 +559,7 @@ def _exit(rc: int) -> None:
     """Exit the process with status ``rc``. A process that ran a simulation itself (``run``) skips the
     interpreter's finalisation once its output is flushed: by the time :func:`main` returns, the run is written and
     renamed into place, its files closed and its temporary directory removed, and tearing down the modules and
-    compiled programs JAX holds would only add most of a second to every command. After Ctrl-C skipping it is also
+    compiled programs JAX holds would only lengthen every command. After Ctrl-C skipping it is also
     what keeps the process alive: a compiled program dispatched asynchronously may still be running on XLA's
     threads, and tearing down the interpreter under it crashed the process with SIGSEGV (exit -11 instead of 130) in
     about one interrupt in three on a loaded machine. A sweep's driver computed nothing itself and exits normally,
