@@ -8,11 +8,17 @@ For each command, in a fresh process (``python -c`` calling :func:`attnlab.app.c
 * ``modules``: ``len(sys.modules)`` when the command has returned, and whether ``jax``, ``scipy``, ``pydantic``,
   ``numpy`` and any paper package (``attnlab.marion`` ...) were imported.
 
+The imports a preset's process pays before any work are measured the same way (``import numpy``, the plain
+reference, ``import jax`` and each paper's presets module), with the versions of numpy, ml_dtypes (JAX's dtype
+extensions, whose 0.7 release alone took most of a second to import) and JAX; ``jax_over_numpy`` is the ratio of the
+two imports' wall times.
+
 ``list`` and ``show`` are measured twice: with an empty catalogue cache (``cold``: every paper imported, the cache
 written) and with the cache that first call wrote (``warm``). The cache lives in a temporary directory
 (``ATTNLAB_CACHE_DIR``). Each command is repeated ``--repeat`` times and the minimum is kept. One JSON object per
 line; the last one holds every row and the wall times the targets name (``version_wall_s``, ``help_wall_s``,
-``list_warm_wall_s``, ``show_warm_wall_s``).
+``list_warm_wall_s``, ``show_warm_wall_s``), ``import_jax_wall_s`` and ``import_paper_wall_s_max`` (the slowest of
+the five papers' presets modules).
 
     .venv/bin/python bench/startup.py [--repeat 3] [--preset marion-manifold]
 """
@@ -52,6 +58,33 @@ def measure(argv: list[str], env: dict[str, str]) -> dict:
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **json.loads(lines[-1][2:])}
 
 
+PAPERS = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
+IMPORT_PROBE = """
+import sys
+import {module}
+print("@@" + __import__("json").dumps({{"rc": 0, "modules": len(sys.modules)}}), file=sys.__stderr__)
+"""
+
+
+def measure_import(module: str) -> dict:
+    """``import module`` in a fresh process, timed as :func:`measure` times a command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", IMPORT_PROBE.format(module=module)], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("@@")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"import {module}: rc {proc.returncode}: {proc.stderr[-2000:]}")
+    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **json.loads(lines[-1][2:])}
+
+
+def best_of(repeat: int, fn) -> dict:
+    """The row of least CPU time among ``repeat`` calls of ``fn``."""
+    return min((fn() for _ in range(repeat)), key=lambda row: row["cpu_s"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -75,10 +108,19 @@ def main() -> None:
             best = {"command": label, **best}
             print(json.dumps(best), flush=True)
             rows.append(best)
+    for module in ("numpy", "jax", *(f"attnlab.{p}.presets" for p in PAPERS)):
+        row = {"command": f"import {module}", **best_of(args.repeat, lambda m=module: measure_import(m))}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     walls = {r["command"]: r["wall_s"] for r in rows}
+    from importlib import metadata
     print(json.dumps({"rows": rows, "version_wall_s": walls["--version"], "help_wall_s": walls["-h"],
                       "list_warm_wall_s": walls["list (warm)"], "show_warm_wall_s": walls["show (warm)"],
-                      "list_cold_wall_s": walls["list (cold)"]}))
+                      "list_cold_wall_s": walls["list (cold)"], "import_numpy_wall_s": walls["import numpy"],
+                      "import_jax_wall_s": walls["import jax"],
+                      "jax_over_numpy": round(walls["import jax"] / walls["import numpy"], 2),
+                      "import_paper_wall_s_max": max(walls[f"import attnlab.{p}.presets"] for p in PAPERS),
+                      "versions": {d: metadata.version(d) for d in ("numpy", "ml_dtypes", "jax")}}))
 
 
 if __name__ == "__main__":
