@@ -45,17 +45,23 @@ print("@@" + __import__("json").dumps({{"rc": rc, "modules": len(mods), "papers"
 """
 
 
-def measure(argv: list[str], env: dict[str, str]) -> dict:
+def _probe(code: str, env: dict[str, str] | None, what: str) -> dict:
+    """Run ``python -c code`` in a fresh process: its CPU and wall time and the report on its last ``@@`` line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = [line for line in proc.stderr.splitlines() if line.startswith("@@")]
     if not lines:
-        raise RuntimeError(f"{argv}: no probe output (rc {proc.returncode}): {proc.stderr[-2000:]}")
+        raise RuntimeError(f"{what}: no probe output (rc {proc.returncode}): {proc.stderr[-2000:]}")
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **json.loads(lines[-1][2:])}
+
+
+def measure(argv: list[str], env: dict[str, str]) -> dict:
+    """The command ``attnlab argv`` (:data:`PROBE`)."""
+    return _probe(PROBE.format(argv=argv), env, str(argv))
 
 
 PAPERS = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
@@ -68,16 +74,7 @@ print("@@" + __import__("json").dumps({{"rc": 0, "modules": len(sys.modules)}}),
 
 def measure_import(module: str) -> dict:
     """``import module`` in a fresh process, timed as :func:`measure` times a command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", IMPORT_PROBE.format(module=module)], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("@@")]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"import {module}: rc {proc.returncode}: {proc.stderr[-2000:]}")
-    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **json.loads(lines[-1][2:])}
+    return _probe(IMPORT_PROBE.format(module=module), None, f"import {module}")
 
 
 def best_of(repeat: int, fn) -> dict:
