@@ -387,3 +387,17 @@ def test_memory_estimate_fits_a_laptop():
         for quick in (False, True):
             need = p.memory(resolve_config(p, quick=quick))
             assert 0 < need < 4 * 2**30
+
+
+def test_the_training_asks_for_the_fusion_emitters_from_long_training_updates_on():
+    """The full sizes' training (runs x updates at least LONG_TRAINING_UPDATES) is compiled with
+    runtime.LONG_RUNNING, a shorter one (the quick sizes) with the flags' loop emitters; both wrap one traced
+    segment. Control: one update less than the bound takes the other program."""
+    n = tf.LONG_TRAINING_UPDATES
+    for name in ("marion-transformer-single-head", "marion-transformer-multihead"):
+        cfg, quick = resolve_config(name, quick=False), resolve_config(name, quick=True)
+        assert tf.segment_program(cfg.n_repeats, cfg.n_steps) is tf._segment_long
+        assert tf.segment_program(quick.n_repeats, quick.n_steps) is tf._segment_short
+    assert tf.segment_program(1, n) is tf._segment_long and tf.segment_program(1, n - 1) is tf._segment_short
+    assert tf.segment_program(2, n // 2) is tf._segment_long and tf.segment_program(2, n // 2 - 1) is tf._segment_short
+    assert tf._segment_long.__wrapped__ is tf._segment_short.__wrapped__ is tf._segment

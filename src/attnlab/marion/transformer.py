@@ -113,6 +113,8 @@ __all__ = [
     "diagnostics",
     "RunData",
     "train",
+    "segment_program",
+    "LONG_TRAINING_UPDATES",
     "mc_excess_risk",
     "radius_variance",
     "layernorm_floor",
@@ -370,7 +372,6 @@ def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size)
     return sgd_step(params, run.r, X, y, step_size)[0]
 
 
-@partial(programs.jit, static_argnames=("sz", "K", "offset", "per_seg"), compiler_options=LONG_RUNNING)
 def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: int, offset: int, per_seg: int):
     """``per_seg`` blocks of ``K`` updates of every arm and run (``lax.scan``); logs after the first ``offset``
     updates of each block. ``step_keys`` (runs, per_seg, K): the keys of those updates.
@@ -398,6 +399,23 @@ def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: 
     params, logged = jax.lax.map(one, (by_run, step_keys, runs))  # logged: (run, block, arm, ...)
     return (jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1), params),
             jax.tree.map(lambda a: jnp.moveaxis(a, 2, 0), logged))  # (arm, run, ...), (arm, run, block, ...)
+
+
+_SEGMENT_STATIC = ("sz", "K", "offset", "per_seg")
+_segment_short = programs.jit(_segment, static_argnames=_SEGMENT_STATIC)
+_segment_long = programs.jit(_segment, static_argnames=_SEGMENT_STATIC, compiler_options=LONG_RUNNING)
+
+LONG_TRAINING_UPDATES = 10_000
+"""A training of at least this many updates summed over its runs (runs x ``n_steps``) is compiled with XLA's CPU
+fusion emitters (:data:`attnlab.runtime.LONG_RUNNING`), which run an update faster but take longer to compile; a
+shorter one (the presets' quick sizes, the tests) with the loop emitters of attnlab's flags, whose compilation saves
+more than the fusion emitters would save it in updates."""
+
+
+def segment_program(n_runs: int, n_steps: int):
+    """The compiled training segment for ``n_runs`` runs of ``n_steps`` updates: with the fusion emitters from
+    :data:`LONG_TRAINING_UPDATES` updates in all on, else with attnlab's loop emitters (the same program traced)."""
+    return _segment_long if n_runs * n_steps >= LONG_TRAINING_UPDATES else _segment_short
 
 
 @partial(programs.jit, static_argnames=("sz",))
@@ -435,9 +453,10 @@ def train(params0, runs: RunData, step_keys, arms: Arm, sz: Sizes, *, gamma, eps
     offset = 1 if notebook_logging else 0
     consts = (jnp.asarray(gamma), jnp.asarray(eps), jnp.asarray(step_size))
     keys = step_keys.reshape(step_keys.shape[0], n_seg, per_seg, log_every, *step_keys.shape[2:])
+    segment = segment_program(step_keys.shape[0], n_steps)
     params, logs = params0, []
     for i in range(n_seg):
-        params, logged = _segment(params, keys[:, i], runs, arms, consts, sz, log_every, offset, per_seg)
+        params, logged = segment(params, keys[:, i], runs, arms, consts, sz, log_every, offset, per_seg)
         logs.append(jax.tree.map(lambda x: jnp.moveaxis(x, 2, 0), logged))  # (arm, run, block) -> (block, ...)
         if progress is not None:
             jax.block_until_ready(logged)
