@@ -33,13 +33,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib import metadata
+
+from attnlab.registry import PAPERS
 
 PROBE = """
 import sys
 from attnlab.app.cli import main
 rc = main({argv!r})
 mods = set(sys.modules)
-papers = sorted(p for p in ("marion", "dohmatob", "duranthon", "sakai", "bruno") if "attnlab." + p in mods)
+papers = sorted(p for p in {papers!r} if "attnlab." + p in mods)
 print("@@" + __import__("json").dumps({{"rc": rc, "modules": len(mods), "papers": papers,
       **{{m: m in mods for m in ("jax", "scipy", "pydantic", "numpy", "matplotlib")}}}}), file=sys.__stderr__)
 """
@@ -61,10 +64,9 @@ def _probe(code: str, env: dict[str, str] | None, what: str) -> dict:
 
 def measure(argv: list[str], env: dict[str, str]) -> dict:
     """The command ``attnlab argv`` (:data:`PROBE`)."""
-    return _probe(PROBE.format(argv=argv), env, str(argv))
+    return _probe(PROBE.format(argv=argv, papers=PAPERS), env, str(argv))
 
 
-PAPERS = ("marion", "dohmatob", "duranthon", "sakai", "bruno")
 IMPORT_PROBE = """
 import sys
 import {module}
@@ -93,16 +95,14 @@ def main() -> None:
         commands = [("--version", ["--version"], False), ("-h", ["-h"], False),
                     ("list (cold)", ["list"], True), ("list (warm)", ["list"], False),
                     ("show (cold)", ["show", args.preset], True), ("show (warm)", ["show", args.preset], False)]
+        def one(argv, cold):
+            if cold:
+                for name in os.listdir(cache):
+                    os.remove(os.path.join(cache, name))
+            return measure(argv, env)
+
         for label, argv, cold in commands:
-            best = None
-            for _ in range(args.repeat):
-                if cold:
-                    for name in os.listdir(cache):
-                        os.remove(os.path.join(cache, name))
-                row = measure(argv, env)
-                if best is None or row["cpu_s"] < best["cpu_s"]:
-                    best = row
-            best = {"command": label, **best}
+            best = {"command": label, **best_of(args.repeat, lambda a=argv, c=cold: one(a, c))}
             print(json.dumps(best), flush=True)
             rows.append(best)
     for module in ("numpy", "jax", *(f"attnlab.{p}.presets" for p in PAPERS)):
@@ -110,7 +110,6 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         rows.append(row)
     walls = {r["command"]: r["wall_s"] for r in rows}
-    from importlib import metadata
     print(json.dumps({"rows": rows, "version_wall_s": walls["--version"], "help_wall_s": walls["-h"],
                       "list_warm_wall_s": walls["list (warm)"], "show_warm_wall_s": walls["show (warm)"],
                       "list_cold_wall_s": walls["list (cold)"], "import_numpy_wall_s": walls["import numpy"],
