@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "LONG_RUNNING", "add_xla_flags", "use_compile_cache",
+__all__ = ["OPTIMISATION_FLAGS", "LONG_RUNNING", "add_xla_flags", "xla_flags_with", "use_compile_cache",
            "compile_cache_slot", "share_compile_cache", "configure", "configured", "accelerator_plugin",
            "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
@@ -65,15 +65,24 @@ _DEFAULT_MAX_MAPPINGS = 65530
 F = TypeVar("F", bound=Callable)
 
 
-def add_xla_flags(*flags: str) -> None:
-    """Append each ``--name=value`` flag to ``XLA_FLAGS`` unless a flag of that name is already there (the user's
-    choice wins). Effective only before JAX initialises its backend (before the first computation)."""
-    current = os.environ.get("XLA_FLAGS", "")
+def xla_flags_with(*flags: str, current: str | None = None) -> str:
+    """``current`` (default: this process's ``XLA_FLAGS``) with each ``--name=value`` flag appended unless a flag of
+    that name is already there (the user's choice wins); the environment is left as it is. For processes started
+    with their own environment (Dask workers): JAX hashes ``XLA_FLAGS`` into every program's compilation-cache key
+    when it compiles, so a process that changed its own after starting would miss every program it had cached."""
+    current = os.environ.get("XLA_FLAGS", "") if current is None else current
     for flag in flags:
         name = flag.split("=", 1)[0]
         if name not in current:
             current = f"{current} {flag}".strip()
-    os.environ["XLA_FLAGS"] = current
+    return current
+
+
+def add_xla_flags(*flags: str) -> None:
+    """Append each ``--name=value`` flag to ``XLA_FLAGS`` unless a flag of that name is already there (the user's
+    choice wins; :func:`xla_flags_with`). Effective only before JAX initialises its backend (before the first
+    computation): for the command line's own process, at its start."""
+    os.environ["XLA_FLAGS"] = xla_flags_with(*flags)
 
 
 def default_cache_dir() -> Path | None:

@@ -135,6 +135,28 @@ def _count_attempts(task, root, _seen={}):  # noqa: B006
     return engine.run_task(task, root)
 
 
+def _xla_flags():
+    return os.environ.get("XLA_FLAGS")
+
+
+def test_a_local_cluster_gives_its_workers_their_xla_flags_and_leaves_this_process_as_it_was():
+    """The workers start with WORKER_XLA_FLAGS in XLA_FLAGS; this process's XLA_FLAGS, which JAX hashes into every
+    compilation-cache key, is left as it was (changing it made the process that started a sweep, a test worker
+    or a notebook, miss every program it had cached). (Dask's nannies set their documented pre-spawn variables,
+    OMP_NUM_THREADS and the like, in this process.) Control: the workers' flags are not this process's."""
+    before = os.environ.get("XLA_FLAGS")
+    client = engine.make_client(workers=1)
+    try:
+        (worker_flags,) = client.run(_xla_flags).values()
+    finally:
+        engine.close_client(client, own_cluster=True)
+    assert os.environ.get("XLA_FLAGS") == before
+    for flag in engine.WORKER_XLA_FLAGS:
+        assert flag.split("=")[0] in worker_flags, (flag, worker_flags)
+    assert "--xla_cpu_multi_thread_eigen=false" not in (before or ""), "the control is void"
+    assert worker_flags.startswith(before or ""), "the user's flags come first and win"
+
+
 def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_path):
     preset = get_preset("marion-manifold")
     grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])
@@ -194,7 +216,7 @@ def _free_port():
 def test_sweep_on_a_separately_started_scheduler_and_worker(tmp_path):
     port = _free_port()
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+    env = {**os.environ, **engine.worker_env()}
     sched = subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",

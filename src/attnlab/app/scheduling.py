@@ -140,10 +140,12 @@ def _gpu_env(gpu: str) -> dict[str, str]:
     return env
 
 
-def make_gpu_cluster(layout: Layout):
+def make_gpu_cluster(layout: Layout, env: dict[str, str] | None = None):
     """A local Dask cluster of ``layout`` (GPU layout): single-threaded worker processes (nannies), each GPU worker
-    with resource ``{"GPU": 1}`` and its GPU alone visible, each CPU worker with ``{"CPU": 1}`` and :data:`CPU_ENV`;
-    host memory shared equally as in a LocalCluster; no dashboard."""
+    with resource ``{"GPU": 1}`` and its GPU alone visible, each CPU worker with ``{"CPU": 1}`` and :data:`CPU_ENV`,
+    every worker with ``env`` besides (:func:`attnlab.app.sweep.worker_env`); host memory shared equally as in a
+    LocalCluster; no dashboard."""
+    env = dict(env or {})
     from distributed import Nanny, Scheduler, SpecCluster
     from distributed.system import MEMORY_LIMIT
 
@@ -151,9 +153,10 @@ def make_gpu_cluster(layout: Layout):
     common = {"nthreads": 1, "host": "127.0.0.1", "memory_limit": memory, "dashboard": False, "silence_logs": 50}
     specs: dict[str, dict[str, Any]] = {}
     for i, gpu in enumerate(layout.gpus):
-        specs[f"gpu-{i}"] = {"cls": Nanny, "options": {**common, "resources": {"GPU": 1}, "env": _gpu_env(gpu)}}
+        specs[f"gpu-{i}"] = {"cls": Nanny, "options": {**common, "resources": {"GPU": 1},
+                                                        "env": {**env, **_gpu_env(gpu)}}}
     for i in range(layout.cpu_workers):
-        specs[f"cpu-{i}"] = {"cls": Nanny, "options": {**common, "resources": {"CPU": 1}, "env": dict(CPU_ENV)}}
+        specs[f"cpu-{i}"] = {"cls": Nanny, "options": {**common, "resources": {"CPU": 1}, "env": {**env, **CPU_ENV}}}
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False,
                                                "dashboard_address": "127.0.0.1:0"}}
     return SpecCluster(workers=specs, scheduler=scheduler, silence_logs=50)

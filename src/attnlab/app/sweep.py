@@ -42,8 +42,8 @@ from attnlab.config import parse_value
 from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
 
-__all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "close_client", "collect",
-           "write_sweep", "sweep_dir_name", "check_metric_name", "check_metrics", "quiet_workers"]
+__all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "worker_env", "WORKER_XLA_FLAGS",
+           "close_client", "collect", "write_sweep", "sweep_dir_name", "check_metric_name", "check_metrics", "quiet_workers"]
 
 
 @dataclass(frozen=True)
@@ -166,11 +166,26 @@ def _compiles_alone() -> bool:
         return False
 
 
+WORKER_XLA_FLAGS: tuple[str, ...] = (*runtime.OPTIMISATION_FLAGS, "--xla_cpu_multi_thread_eigen=false")
+"""The XLA flags of a local cluster's worker processes besides the user's own: one XLA thread per worker, so that
+workers do not fight over cores and every task computes with the same threading whatever the number of workers
+(bit-for-bit determinism)."""
+
+
+def worker_env() -> dict[str, str]:
+    """The environment a local cluster's worker processes start with besides this process's: ``XLA_FLAGS`` with
+    :data:`WORKER_XLA_FLAGS` (:func:`attnlab.runtime.xla_flags_with`). This process's own environment is left as
+    it was: JAX hashes ``XLA_FLAGS`` into its compilation-cache keys, so changing it here would make this process
+    miss every program it has cached."""
+    return {"XLA_FLAGS": runtime.xla_flags_with(*WORKER_XLA_FLAGS)}
+
+
 def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
     ``workers`` single-threaded worker processes (default: one per core), or, for a GPU ``layout``
     (:class:`attnlab.app.scheduling.Layout`), its GPU and CPU workers (:func:`attnlab.app.scheduling.
-    make_gpu_cluster`)."""
+    make_gpu_cluster`); the worker processes start with :func:`worker_env` (in-process workers, ``processes=False``,
+    compute with this process's XLA as it is)."""
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -179,10 +194,7 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
         except OSError as e:
             raise AttnlabError(f"cannot reach Dask scheduler {scheduler}: {e}") from None
     n = workers or os.cpu_count() or 1
-    # One XLA thread per worker process: workers do not fight over cores, and every task computes with the same
-    # threading whatever the number of workers (bit-for-bit determinism).
-    runtime.add_xla_flags(*runtime.OPTIMISATION_FLAGS, "--xla_cpu_multi_thread_eigen=false",
-                          "intra_op_parallelism_threads=1")
+    env = worker_env()
     # No dashboard: the scheduler's HTTP server (health and metrics routes, started even with
     # dashboard_address=None) listens on a free port, so Dask's "Port 8787 is already in use" warning never shows.
     with warnings.catch_warnings():
@@ -190,10 +202,10 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
         if layout is not None and layout.on_gpu:
             from attnlab.app.scheduling import make_gpu_cluster
 
-            return Client(make_gpu_cluster(layout))
+            return Client(make_gpu_cluster(layout, env))
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
                                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
-                               silence_logs=50)
+                               silence_logs=50, **({"env": env} if processes else {}))
         return Client(cluster)
 
 
