@@ -23,6 +23,7 @@ from attnlab import runtime  # noqa: E402
 # the CLI's XLA flags and compile cache.
 runtime.configure()
 jax.config.update("jax_enable_x64", True)
+_XLA_FLAGS = os.environ.get("XLA_FLAGS")
 
 
 JAX_PATH = ("slr/", "bruno/test_attention.py", "bruno/test_integrate.py", "bruno/test_reduced.py",
@@ -64,6 +65,13 @@ def _between_tests():
     if time.monotonic() - _shared_at[0] >= _SHARE_EVERY_S:
         runtime.share_compile_cache()
         _shared_at[0] = time.monotonic()
+    yield
+    # JAX hashes XLA_FLAGS into every compilation-cache key: a test (or the code it calls) that leaves it changed
+    # makes its worker miss every cached program from then on
+    if os.environ.get("XLA_FLAGS") != _XLA_FLAGS:
+        flags = os.environ.get("XLA_FLAGS")
+        os.environ["XLA_FLAGS"] = _XLA_FLAGS or ""
+        pytest.fail(f"the test left XLA_FLAGS changed: {flags!r} (was {_XLA_FLAGS!r})")
 
 
 @pytest.fixture
