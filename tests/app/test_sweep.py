@@ -135,19 +135,6 @@ def _count_attempts(task, root, _seen={}):  # noqa: B006
     return engine.run_task(task, root)
 
 
-def test_a_scheduler_address_nothing_listens_on_is_refused_at_once():
-    """A tcp:// address whose port refuses the connection, or whose host has no address, is known unreachable at
-    once; one a socket listens on, or another protocol, is left to Dask's client (control)."""
-    with socket.socket() as listening:
-        listening.bind(("127.0.0.1", 0))
-        listening.listen()
-        port = listening.getsockname()[1]
-        assert engine._refused(f"tcp://127.0.0.1:{port}") is None
-    assert "connection refused" in engine._refused(f"tcp://127.0.0.1:{port}")
-    assert "unknown host" in engine._refused("tcp://no-such-host.invalid:8786")
-    assert engine._refused("tls://127.0.0.1:1") is None and engine._refused("tcp://127.0.0.1") is None
-
-
 def _xla_flags():
     return os.environ.get("XLA_FLAGS")
 

@@ -180,31 +180,6 @@ def worker_env() -> dict[str, str]:
     return {"XLA_FLAGS": runtime.xla_flags_with(*WORKER_XLA_FLAGS)}
 
 
-def _refused(scheduler: str) -> str | None:
-    """Why a ``tcp://host:port`` scheduler address cannot be reached, when that is known at once (nothing listens
-    there: the connection is refused; the host has no address), else None: Dask's client then tries for its
-    timeout (a scheduler still starting, a slow network, another protocol)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(scheduler)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if parts.scheme != "tcp" or not host or port is None:
-        return None
-    try:
-        with socket.create_connection((host, port), timeout=2.0):
-            return None
-    except ConnectionRefusedError:
-        return "connection refused (no scheduler listens there)"
-    except socket.gaierror as e:
-        return f"unknown host {host!r} ({e.strerror})"
-    except OSError:
-        return None
-
-
 def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
     ``workers`` single-threaded worker processes (default: one per core), or, for a GPU ``layout``
@@ -214,9 +189,6 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
     from distributed import Client, LocalCluster
 
     if scheduler:
-        refused = _refused(scheduler)
-        if refused:
-            raise AttnlabError(f"cannot reach Dask scheduler {scheduler}: {refused}")
         try:
             return Client(scheduler, timeout="10s")
         except OSError as e:
