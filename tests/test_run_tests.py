@@ -29,11 +29,17 @@ def test_fails():
 """
 
 
+UNUSED_PLUGINS = ("zarr", "jaxtyping", "anyio", "hypothesispytest")
+"""Installed pytest plugins (entry points of the test extras' dependencies) that the suites below do not use: each
+would be imported by every pytest process of them (1 s of the 2 s a process takes to start here)."""
+
+
 def _run(tmp_path, source):
     (tmp_path / "test_case.py").write_text(source)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    return subprocess.run([sys.executable, str(SCRIPT), "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    unused = [arg for name in UNUSED_PLUGINS for arg in ("-p", f"no:{name}")]
+    return subprocess.run([sys.executable, str(SCRIPT), "-q", "-n", "2", "-p", "no:cacheprovider", *unused,
+                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow
