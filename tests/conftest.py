@@ -70,7 +70,10 @@ def _between_tests():
     # makes its worker miss every cached program from then on
     if os.environ.get("XLA_FLAGS") != _XLA_FLAGS:
         flags = os.environ.get("XLA_FLAGS")
-        os.environ["XLA_FLAGS"] = _XLA_FLAGS or ""
+        if _XLA_FLAGS is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = _XLA_FLAGS
         pytest.fail(f"the test left XLA_FLAGS changed: {flags!r} (was {_XLA_FLAGS!r})")
 
 

@@ -65,12 +65,12 @@ _DEFAULT_MAX_MAPPINGS = 65530
 F = TypeVar("F", bound=Callable)
 
 
-def xla_flags_with(*flags: str, current: str | None = None) -> str:
-    """``current`` (default: this process's ``XLA_FLAGS``) with each ``--name=value`` flag appended unless a flag of
-    that name is already there (the user's choice wins); the environment is left as it is. For processes started
+def xla_flags_with(*flags: str) -> str:
+    """This process's ``XLA_FLAGS`` with each ``--name=value`` flag appended unless a flag of that name is already
+    there (the user's choice wins); the environment is left as it is. For processes started
     with their own environment (Dask workers): JAX hashes ``XLA_FLAGS`` into every program's compilation-cache key
     when it compiles, so a process that changed its own after starting would miss every program it had cached."""
-    current = os.environ.get("XLA_FLAGS", "") if current is None else current
+    current = os.environ.get("XLA_FLAGS", "")
     for flag in flags:
         name = flag.split("=", 1)[0]
         if name not in current:

@@ -145,7 +145,7 @@ def make_gpu_cluster(layout: Layout, env: dict[str, str] | None = None):
     with resource ``{"GPU": 1}`` and its GPU alone visible, each CPU worker with ``{"CPU": 1}`` and :data:`CPU_ENV`,
     every worker with ``env`` besides (:func:`attnlab.app.sweep.worker_env`); host memory shared equally as in a
     LocalCluster; no dashboard."""
-    env = dict(env or {})
+    env = env or {}
     from distributed import Nanny, Scheduler, SpecCluster
     from distributed.system import MEMORY_LIMIT
 
