@@ -44,17 +44,19 @@ def h(x, c, k):  # f with a compiler option XLA refuses: shows that the options 
 MAIN = """
 import json, sys
 import jax, numpy as np
-from attnlab import programs, runtime
+from attnlab import executables, programs, runtime
 if sys.argv[1] != "off":
     runtime.use_compile_cache(sys.argv[1])
 if sys.argv[3] == "fixed-fingerprint":  # the control: a key blind to the code
     programs.fingerprint = lambda package="attnlab": "0" * 64
 if sys.argv[3] == "no-lapack-init":  # the control: LAPACK's routines not loaded before a compiled program runs
-    programs._initialize_lapack = lambda: None
+    executables._initialize_lapack = lambda: None
+if sys.argv[3] == "locations-kept":  # the control: compiled programs keyed with the source locations
+    executables._without_locations = lambda module: module
 if sys.argv[3] == "no-hit-check":  # the control: an executable from JAX's cache taken for one compiled here
     import itertools
     lookups = itertools.count()
-    programs._cache_events = lambda: (next(lookups), 0)  # one lookup, no hit, during every compilation
+    executables._cache_events = lambda: (next(lookups), 0)  # one lookup, no hit, during every compilation
 import probe_mod
 traced, lowered = [], []
 jax.monitoring.register_event_duration_secs_listener(
@@ -77,8 +79,9 @@ print(json.dumps({"out": np.asarray(out).tolist(), "plain": np.asarray(plain).to
 def probe(tmp_path):
     (tmp_path / "main.py").write_text(MAIN)
 
-    def run(cache="cc", k=3, op="sin", fingerprint="real", n=5, fn="f", env=(), check=True):
-        (tmp_path / "probe_mod.py").write_text(MODULE.format(op=op))
+    def run(cache="cc", k=3, op="sin", fingerprint="real", n=5, fn="f", env=(), check=True, moved=False):
+        (tmp_path / "probe_mod.py").write_text(("# the same code, two lines down\n\n" if moved else "")
+                                               + MODULE.format(op=op))
         cache_arg = cache if cache == "off" else str(tmp_path / cache)
         res = subprocess.run([sys.executable, "main.py", cache_arg, str(k), fingerprint, str(n), fn], cwd=tmp_path,
                              capture_output=True, text=True, timeout=300, env={**_env(tmp_path), **dict(env)})
@@ -127,6 +130,18 @@ def test_a_later_process_runs_the_compiled_program_without_lowering_it(probe, tm
     other = probe(env={"XLA_FLAGS": "--xla_cpu_enable_fast_min_max=false"})
     assert other["lowered"] and other["out"] == first["out"] and len(_compiled(tmp_path)) == 2
     assert not probe(env={"XLA_FLAGS": "--xla_cpu_enable_fast_min_max=false"})["lowered"]
+
+
+def test_code_that_only_moved_runs_the_compiled_program_of_where_it_was(probe, tmp_path):
+    """Other code (the fingerprint) changed, or the function moved in its file: the function is traced again, but
+    its program is the same without its source locations and its compiled form is found; the control keys compiled
+    programs with the locations, and the moved function is compiled again."""
+    first = probe()
+    moved = probe(moved=True)
+    assert moved["traced"] and not moved["lowered"] and moved["out"] == first["out"] == moved["plain"]
+    assert len(_compiled(tmp_path)) == 1
+    probe(fingerprint="locations-kept", cache="cc2")
+    assert probe(fingerprint="locations-kept", cache="cc2", moved=True)["lowered"]
 
 
 def test_a_compiled_program_calling_lapack_runs_in_a_later_process(probe, tmp_path):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import matplotlib.pyplot as plt
 
 __all__ = ["plt", "STYLE", "LABELS", "THEORY", "SIMULATION", "FEW_POINTS", "sparse", "style", "paper_figure", "panels",
-           "band", "colorbar", "render_figure", "save_figure", "warm_up"]
+           "band", "colorbar", "render_figure", "save_figure"]
 
 STYLE = {
     "font.size": 9,
@@ -208,39 +208,12 @@ def render_figure(fig) -> dict[str, bytes]:
     return out
 
 
-_WARM = False  # this process has drawn a figure under STYLE (or warm_up has run)
-
-
-def warm_up() -> None:
-    """Load what the first figure of a process waits for, by rendering a small figure under :data:`STYLE` to memory:
-    pyplot, the fonts, the mathtext parser, and the PNG and PDF writers with the PDF's font subsetting. The command
-    line runs it in a thread while a preset computes, so that drawing the figures starts warm; a process that has
-    drawn under :data:`STYLE` returns at once. It changes no rcParam (the style is a context, restored)."""
-    global _WARM
-    if _WARM:
-        return
-    import matplotlib.pyplot  # noqa: F401 (the presets' figure functions draw through it)
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(2.0, 1.6))
-    with style():
-        ax = fig.add_subplot()
-        ax.plot([0.0, 1.0], [0.0, 1.0], label=LABELS["kappa"], **SIMULATION)
-        ax.set_xlabel(LABELS["excess_risk"])
-        ax.set_ylabel(LABELS["distance_to_manifold"])
-        ax.legend()
-    render_figure(fig)
-    _WARM = True
-
-
 def save_figure(fig, directory, name: str) -> list[str]:
     """Write ``name.png`` and ``name.pdf`` (vector) into ``directory`` under :data:`STYLE` (:func:`render_figure`);
     close the figure; return the file names."""
-    global _WARM
     import matplotlib.pyplot as plt
 
     files = []
-    _WARM = True
     try:
         for ext, data in render_figure(fig).items():
             with open(f"{directory}/{name}.{ext}", "wb") as f:

@@ -7,9 +7,9 @@ only the last step, so every new process (each command, test worker, Dask worker
 program again, often for longer than the program then runs. :func:`jit` saves the lowered program itself
 (``jax.export``, serialised) the first time a process traces it, and its compiled form (``jax.experimental.
 serialize_executable``) the first time a process compiles it; a later process with the same attnlab, machine and XLA
-flags deserialises the compiled program and runs it, with neither trace, lowering nor compilation-cache lookup. With
-other flags (a sweep's workers) or on another machine, the saved program is lowered and compiled (or loaded from
-JAX's cache) and its compiled form for those is saved beside it.
+flags deserialises the compiled program and runs it, with neither trace, lowering nor compilation-cache lookup
+(:mod:`attnlab.executables`). With other flags (a sweep's workers) or on another machine, the saved program is
+lowered and compiled (or loaded from JAX's cache) and its compiled form for those is saved too.
 
 A saved program is used only where it is the program ``jax.jit`` would trace. Its key holds
 
@@ -30,12 +30,6 @@ inside :func:`attnlab.runtime.configured`), in ``programs/<fingerprint>`` beside
 ``ATTNLAB_PROGRAMS`` is not ``off``; elsewhere (and inside another function's trace, or for a program ``jax.export``
 cannot save) :func:`jit` is ``jax.jit``.
 
-A compiled program's file name holds, besides the program's key, what it was compiled for (the processor, the
-devices, ``XLA_FLAGS``, the compiler options: :func:`_executable_suffix`). It is written only where XLA compiled it
-in this process: an executable JAX loaded from its compilation cache serialises without its machine code. Where
-saving is on, a listener on JAX's monitoring events counts the compilation-cache lookups and hits that tell the two
-apart. A compiled program that calls LAPACK (a QR, a solve) is run only once JAX has loaded LAPACK's routines.
-
 Programs are written to a temporary name and renamed, so a reader never sees half of one; one that cannot be read
 is traced again (a compiled program that cannot be read or loaded: compiled again); where ``jax.export`` cannot
 save a program (a host callback), an empty ``.unsaved`` file says so to later processes, which then trace it once,
@@ -51,12 +45,11 @@ import hashlib
 import inspect
 import os
 import shutil
-import threading
-import uuid
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from attnlab import executables
 
 __all__ = ["jit", "fingerprint", "program_dir", "KEEP_FINGERPRINTS"]
 
@@ -134,7 +127,7 @@ def program_dir(package: str = "attnlab") -> Path | None:
     return directory
 
 
-_SAVED_SUFFIXES = (".jaxexport", ".xlaexec", ".unsaved", ".tmp")
+_SAVED_SUFFIXES = (".jaxexport", ".unsaved", ".tmp")
 
 
 def _ours(folder: Path) -> bool:
@@ -252,78 +245,20 @@ def _describe(context) -> str:
     return repr((tuple(one(x) for x in ctx) if isinstance(ctx, tuple) else one(ctx), backend, eqx))
 
 
-@functools.cache
-def _machine() -> str:
-    """What a compiled program depends on besides its XLA program and flags: the processor (model and instruction
-    set, read from ``/proc/cpuinfo`` where there is one), the devices and their runtime."""
-    import platform
-
-    import jax
-
-    cpu = platform.processor()
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        cpu = repr([next((ln for ln in lines if ln.startswith(field)), "") for field in ("model name", "flags")])
-    except OSError:
-        pass
-    device = jax.devices()[0]
-    return repr((platform.machine(), cpu, device.platform, device.device_kind, device.client.platform_version,
-                 jax.device_count(), jax.process_count()))
-
-
-_COMPILE_CONFIG = ("jax_exec_time_optimization_effort", "jax_memory_fitting_effort", "jax_optimization_level",
-                   "jax_memory_fitting_level", "jax_compiler_enable_remat_pass")
-
-
-def _executable_suffix(compiler_options) -> str:
-    """The part of a compiled program's file name that says what it was compiled for: :func:`_machine`,
-    ``XLA_FLAGS``, the program's ``compiler_options`` and JAX's compilation settings (as JAX's compilation cache
-    keys them)."""
-    import jax
-
-    settings = tuple(repr(getattr(jax.config, name, None)) for name in _COMPILE_CONFIG)
-    text = repr((_machine(), os.environ.get("XLA_FLAGS", ""), tuple(sorted((compiler_options or {}).items())),
-                 settings))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-_REQUESTS, _HITS = "/jax/compilation_cache/compile_requests_use_cache", "/jax/compilation_cache/cache_hits"
-_EVENTS: dict[tuple[int, str], int] = {}  # (thread, event) -> count, while saving is on
-
-
-def _count(event: str, **kwargs) -> None:
-    if event == _REQUESTS or event == _HITS:
-        key = (threading.get_ident(), event)
-        _EVENTS[key] = _EVENTS.get(key, 0) + 1
-
-
-@functools.cache
-def _listen() -> None:
-    import jax
-
-    jax.monitoring.register_event_listener(_count)
-
-
-def _cache_events() -> tuple[int, int]:
-    """This thread's compilation-cache lookups and hits so far (JAX's monitoring events)."""
-    _listen()
-    thread = threading.get_ident()
-    return _EVENTS.get((thread, _REQUESTS), 0), _EVENTS.get((thread, _HITS), 0)
-
-
 class _Program:
     """A saved program called on the flat argument leaves; its result rebuilt with the output's tree structure.
 
-    Its compiled form is kept beside it (``KEY.SUFFIX.xlaexec``, :func:`_executable_suffix`): a later process
+    Its compiled form is kept by :mod:`attnlab.executables`: a later process
     deserialises the compiled program and calls it, without lowering the saved program and looking it up in JAX's
     compilation cache. The first call of a program that has none lowers and compiles the saved program (a
     compilation-cache load where JAX's cache holds it) and writes it."""
 
-    def __init__(self, out_example, source: Path, compiler_options=None, exported=None, compiled=None):
+    def __init__(self, out_example, source: Path, content: str, compiler_options=None, exported=None, compiled=None):
         import jax
 
         self.out_tree = jax.tree_util.tree_structure(out_example)
         self.source = source  # the saved (exported) program
+        self.content = content  # its content key (:func:`attnlab.executables.content_key`)
         self.compiler_options = compiler_options
         self.exported = exported
         self.compiled = compiled  # the compiled program; None: not yet looked for; False: not used
@@ -338,7 +273,7 @@ class _Program:
         if self._call is None:
             exported = self.exported
             if exported is None:
-                exported = export.deserialize(bytearray(_read(self.source)[1]))
+                exported = self.exported = export.deserialize(bytearray(executables.read(self.source)[1]))
 
             def run(*flat):
                 return exported.call(*flat)
@@ -363,67 +298,31 @@ class _Program:
             flat = self.call(*leaves)
         return jax.tree_util.tree_unflatten(self.out_tree, flat)
 
-    def _executable_path(self) -> Path:
-        return self.source.with_name(f"{self.source.stem}.{_executable_suffix(self.compiler_options)}.xlaexec")
+    def load_compiled(self) -> bool:
+        """Load the compiled program for this machine and these flags (:func:`attnlab.executables.load`), if there
+        is one; whether it was loaded."""
+        self.compiled = executables.load(self.source.parent.parent, self.content, self.compiler_options)
+        return self.compiled is not None
 
     def _compile(self, leaves):
-        """Lower and compile the saved program for ``leaves`` and, where XLA compiled it (not loaded from JAX's
-        compilation cache), write the compiled program; return it."""
-        from jax.experimental import serialize_executable
-
-        before = _cache_events()
-        compiled = self.call.lower(*leaves).compile()
-        requests, hits = (a - b for a, b in zip(_cache_events(), before))
-        if requests < 1 or hits:
-            # an executable loaded from JAX's cache serialises without its machine code (a later process would
-            # fail to run it): written only when compiled here
-            return compiled
-        try:
-            serialized, in_tree, out_tree = serialize_executable.serialize(compiled)
-        except Exception:  # a program the PJRT client cannot serialise: used in this process only
-            return compiled
-        lapack = b"lapack_" in serialized  # a LAPACK custom call: initialised before a later process loads it
-        _write(self._executable_path(), (in_tree, out_tree, lapack, zlib.compress(serialized, 1)))
-        return compiled
-
-
-@functools.cache
-def _initialize_lapack() -> None:
-    """Load the LAPACK routines JAX's CPU kernels call (JAX does it when it lowers a linear-algebra operation or a
-    saved program; a compiled program loaded without lowering would call null routines)."""
-    from jax._src.lax import linalg
-
-    linalg.initialize_lapack()
-
-
-def _read(path: Path):
-    """The value pickled in ``path``."""
-    import pickle
-
-    return pickle.loads(path.read_bytes())
+        """Lower and compile the saved program for ``leaves``, and write its compiled form
+        (:func:`attnlab.executables.compile_and_save`)."""
+        return executables.compile_and_save(self.call.lower(*leaves), self.source.parent.parent, self.content,
+                                            self.compiler_options)
 
 
 def _load(path: Path, compiler_options=None) -> _Program | None:
     """The program saved at ``path``, or None (none there, or one that cannot be read: traced again and replaced).
     Where its compiled form for this machine and these flags is there too, that is loaded instead."""
     from jax import export
-    from jax.experimental import serialize_executable
 
     try:
-        out_example, serialized = _read(path)
+        out_example, serialized, content = executables.read(path)
     except Exception:
         return None
-    program = _Program(out_example, path, compiler_options)
-    executable = program._executable_path()
-    if executable.exists():
-        try:
-            in_tree, out_tree, lapack, data = _read(executable)
-            if lapack:
-                _initialize_lapack()
-            program.compiled = serialize_executable.deserialize_and_load(zlib.decompress(data), in_tree, out_tree)
-            return program
-        except Exception:  # one that cannot be read or loaded: removed, and the program compiled at its first call
-            executable.unlink(missing_ok=True)
+    program = _Program(out_example, path, content, compiler_options)
+    if program.load_compiled():
+        return program
     try:
         program.exported = export.deserialize(bytearray(serialized))
     except Exception:
@@ -431,24 +330,11 @@ def _load(path: Path, compiler_options=None) -> _Program | None:
     return program
 
 
-def _write(path: Path, value) -> None:
-    """Pickle ``value`` to ``path`` through a temporary name: a reader finds all of the file or none."""
-    import pickle
-
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-
-
-def _save(path: Path, exported, out_example) -> None:
-    """Write the exported program and an example of its output's tree (its leaves numbered) to ``path``
-    (``jax.export`` serialises trees of tuples, lists and dicts only; the output's named tuples and dataclasses are
-    pickled by reference to their classes)."""
-    _write(path, (out_example, exported.serialize()))
+def _save(path: Path, exported, out_example, content: str) -> None:
+    """Write the exported program, an example of its output's tree (its leaves numbered) and its content key to
+    ``path`` (``jax.export`` serialises trees of tuples, lists and dicts only; the output's named tuples and
+    dataclasses are pickled by reference to their classes)."""
+    executables.write(path, (out_example, exported.serialize(), content))
 
 
 def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, tree,
@@ -507,8 +393,10 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
         try:
             exported = export.export(jax.jit(call))(*leaves)
             out_example = jax.tree_util.tree_unflatten(out_trees[-1], list(range(out_trees[-1].num_leaves)))
-            program = _Program(out_example, path, compiler_options, exported=exported)
-            _save(path, exported, out_example)
+            content = executables.content_key(exported)
+            program = _Program(out_example, path, content, compiler_options, exported=exported)
+            _save(path, exported, out_example, content)
+            program.load_compiled()  # the same program compiled for code that has since moved or changed elsewhere
         except Exception:  # jax.export cannot save this program (a host callback, a custom call): trace it
             _MEMO[memo_key] = _UNSAVED
             with contextlib.suppress(OSError):
