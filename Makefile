@@ -9,8 +9,9 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q
 # pip would compile every installed module to bytecode one file at a time, on one core: the packages
 # are installed with --no-compile and compiled by compileall on every core instead, without the packages' own test
-# suites, which nothing imports
-COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib
+# suites, which nothing imports; attnlab's own sources (an editable install) too, for a PYTHONDONTWRITEBYTECODE
+# environment, where no process would write their bytecode and every one would compile them again
+COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib src
 
 .PHONY: demo test test-fast docs lint bench bench-table clean
 

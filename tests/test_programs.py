@@ -126,6 +126,9 @@ def test_a_later_process_runs_the_compiled_program_without_lowering_it(probe, tm
     second = probe()
     assert not second["traced"] and not second["lowered"]  # deserialised and run: neither traced nor lowered
     assert second["out"] == first["out"] == second["plain"]
+    # ATTNLAB_PROGRAMS=traced: the saved program, lowered (its compiled form neither loaded nor written)
+    traced_only = probe(env={"ATTNLAB_PROGRAMS": "traced"})
+    assert not traced_only["traced"] and traced_only["lowered"] and traced_only["out"] == first["out"]
     # other XLA flags compile other code: another compiled program, the same numbers
     other = probe(env={"XLA_FLAGS": "--xla_cpu_enable_fast_min_max=false"})
     assert other["lowered"] and other["out"] == first["out"] and len(_compiled(tmp_path)) == 2

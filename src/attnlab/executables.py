@@ -16,8 +16,10 @@ code. Where saving is on, a listener on JAX's monitoring events counts the compi
 tell the two apart. A compiled program that calls LAPACK (a QR, a solve) is run only once JAX has loaded LAPACK's
 routines.
 
-A compiled program is written to a temporary name and renamed, so a reader never sees half of one; one that cannot be
-read or loaded is removed (and compiled again at its program's first call).
+``ATTNLAB_PROGRAMS=traced`` keeps the saved (traced) programs and turns their compiled forms off (:func:`enabled`);
+``ATTNLAB_PROGRAMS=off`` turns both off. A compiled program is written to a temporary name and renamed, so a reader
+never sees half of one; one that cannot be read or loaded is removed (and compiled again at its program's first
+call).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import uuid
 import zlib
 from pathlib import Path
 
-__all__ = ["load", "compile_and_save", "content_key", "compiled_dir", "read", "write", "LOAD_EVENT"]
+__all__ = ["load", "compile_and_save", "content_key", "compiled_dir", "enabled", "read", "write", "LOAD_EVENT"]
 
 LOAD_EVENT = "/attnlab/executables/load_duration"
 """The JAX monitoring event (a duration) recorded for each compiled program loaded from disk, as JAX records
@@ -43,6 +45,12 @@ def compiled_dir(programs: Path) -> Path:
     (a compiled program is keyed by its content), emptied with the compilation cache when that outgrows its bound
     (:func:`attnlab.runtime.use_compile_cache`)."""
     return programs / "compiled"
+
+
+def enabled() -> bool:
+    """Whether saved programs' compiled forms are loaded and written: unless ``ATTNLAB_PROGRAMS`` is ``traced``
+    (saved programs are then lowered and compiled, or loaded from JAX's cache, in every process)."""
+    return os.environ.get("ATTNLAB_PROGRAMS", "").strip().lower() != "traced"
 
 
 def _path(programs: Path, content: str, compiler_options) -> Path:
@@ -59,7 +67,7 @@ def load(programs: Path, content: str, compiler_options=None):
     from jax.experimental import serialize_executable
 
     path = _path(programs, content, compiler_options)
-    if not path.exists():
+    if not enabled() or not path.exists():
         return None
     start = time.perf_counter()
     try:
@@ -81,6 +89,8 @@ def compile_and_save(lowered, programs: Path, content: str, compiler_options=Non
     loaded from JAX's compilation cache) and it can be serialised, write it under ``programs``; return it."""
     from jax.experimental import serialize_executable
 
+    if not enabled():
+        return lowered.compile()
     before = _cache_events()
     compiled = lowered.compile()
     requests, hits = (a - b for a, b in zip(_cache_events(), before))
