@@ -10,9 +10,8 @@ Each process times its phases:
 * ``configuration_s``: resolving and validating the config;
 * ``tracing_s``: JAX tracing and lowering to MLIR (``/jax/core/compile/jaxpr_trace_duration`` and
   ``jaxpr_to_mlir_module_duration``, JAX's own monitoring events), over the whole process;
-* ``compilation_s``: XLA compilation or, warm, the cache loads (``backend_compile_duration``) and the loads of
-  compiled programs (:data:`attnlab.executables.LOAD_EVENT`), with ``programs`` (compile requests), ``cache_hits``
-  and ``compiled_loads``;
+* ``compilation_s``: XLA compilation or, warm, the cache loads (``backend_compile_duration``), with
+  ``programs`` (compile requests) and ``cache_hits``;
 * ``computation_s``: the preset's ``run`` (the experiment, and the Monte Carlo samples its checks need) less the
   tracing and compilation inside it;
 * ``checks_s``: its ``summarize`` less the tracing and compilation inside it;
@@ -75,7 +74,7 @@ with tempfile.TemporaryDirectory() as tmp:
     (Path(tmp) / "config.json").write_text(json.dumps(config.model_dump(mode="json")))
     t6 = time.perf_counter()
 TRACE = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration")
-COMPILE = ("/jax/core/compile/backend_compile_duration", "/attnlab/executables/load_duration")
+COMPILE = ("/jax/core/compile/backend_compile_duration",)
 def within(names, lo, hi):
     return sum(s for t, n, s in marks if n in names and lo <= t <= hi)
 tracing = within(TRACE, 0.0, float("inf"))
@@ -88,7 +87,6 @@ row = {"total_s": t6 - t0, "imports_s": t1 - t0, "configuration_s": t2 - t1, "tr
        "figures_s": t5 - t4, "writing_s": t6 - t5,
        "programs": counts.get("/jax/compilation_cache/compile_requests_use_cache", 0),
        "cache_hits": counts.get("/jax/compilation_cache/cache_hits", 0),
-       "compiled_loads": sum(1 for t, n, s in marks if n == COMPILE[1]),
        "checks_passed": sum(c.passed for c in checks), "checks": len(checks)}
 row = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
 print("@@" + json.dumps(row), file=sys.__stderr__)

@@ -5,11 +5,8 @@ instead of tracing the function again.
 program before it compiles it; JAX's persistent compilation cache (:func:`attnlab.runtime.use_compile_cache`) saves
 only the last step, so every new process (each command, test worker, Dask worker, notebook) traces and lowers every
 program again, often for longer than the program then runs. :func:`jit` saves the lowered program itself
-(``jax.export``, serialised) the first time a process traces it, and its compiled form (``jax.experimental.
-serialize_executable``) the first time a process compiles it; a later process with the same attnlab, machine and XLA
-flags deserialises the compiled program and runs it, with neither trace, lowering nor compilation-cache lookup
-(:mod:`attnlab.executables`). With other flags (a sweep's workers) or on another machine, the saved program is
-lowered and compiled (or loaded from JAX's cache) and its compiled form for those is saved too.
+(``jax.export``, serialised) the first time a process traces it, and a later process with the same attnlab calls the
+saved program: a deserialisation, a small wrapper's lowering and a compilation-cache load instead of the trace.
 
 A saved program is used only where it is the program ``jax.jit`` would trace. Its key holds
 
@@ -28,13 +25,11 @@ made in the process that traced it.
 Saving is on only where attnlab's compilation cache is on (the command line, its workers and :func:`attnlab.run`
 inside :func:`attnlab.runtime.configured`), in ``programs/<fingerprint>`` beside the cache's slots, and
 ``ATTNLAB_PROGRAMS`` is not ``off``; elsewhere (and inside another function's trace, or for a program ``jax.export``
-cannot save) :func:`jit` is ``jax.jit``.
-
-Programs are written to a temporary name and renamed, so a reader never sees half of one; one that cannot be read
-is traced again (a compiled program that cannot be read or loaded: compiled again); where ``jax.export`` cannot
-save a program (a host callback), an empty ``.unsaved`` file says so to later processes, which then trace it once,
-with ``jax.jit``, instead of twice. The folders of other fingerprints are removed but for the
-:data:`KEEP_FINGERPRINTS` last used.
+cannot save) :func:`jit` is ``jax.jit``. Programs
+are written to a temporary name and renamed, so a reader never sees half of one; one that cannot be read is traced
+again; where ``jax.export`` cannot save a program (a host callback), an empty ``.unsaved`` file says so to later
+processes, which then trace it once, with ``jax.jit``, instead of twice. The folders of other fingerprints are
+removed but for the :data:`KEEP_FINGERPRINTS` last used.
 """
 
 from __future__ import annotations
@@ -45,11 +40,10 @@ import hashlib
 import inspect
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from attnlab import executables
 
 __all__ = ["jit", "fingerprint", "program_dir", "KEEP_FINGERPRINTS"]
 
@@ -246,95 +240,46 @@ def _describe(context) -> str:
 
 
 class _Program:
-    """A saved program called on the flat argument leaves; its result rebuilt with the output's tree structure.
+    """A saved program called on the flat argument leaves; its result rebuilt with the output's tree structure."""
 
-    Its compiled form is kept by :mod:`attnlab.executables`: a later process
-    deserialises the compiled program and calls it, without lowering the saved program and looking it up in JAX's
-    compilation cache. The first call of a program that has none lowers and compiles the saved program (a
-    compilation-cache load where JAX's cache holds it) and writes it."""
-
-    def __init__(self, out_example, source: Path, content: str, compiler_options=None, exported=None, compiled=None):
+    def __init__(self, exported, out_example, compiler_options=None):
         import jax
 
+        self.call = jax.jit(exported.call, compiler_options=compiler_options)
         self.out_tree = jax.tree_util.tree_structure(out_example)
-        self.source = source  # the saved (exported) program
-        self.content = content  # its content key (:func:`attnlab.executables.content_key`)
-        self.compiler_options = compiler_options
-        self.exported = exported
-        self.compiled = compiled  # the compiled program; None: not yet looked for; False: not used
-        self._call = None
-
-    @property
-    def call(self):
-        """The saved program as ``jax.jit`` of its ``call``: lowered and compiled at its first call."""
-        import jax
-        from jax import export
-
-        if self._call is None:
-            exported = self.exported
-            if exported is None:
-                exported = self.exported = export.deserialize(bytearray(executables.read(self.source)[1]))
-
-            def run(*flat):
-                return exported.call(*flat)
-
-            # named after the function in profiles and compilation-cache entries
-            run.__name__ = run.__qualname__ = f"saved_{exported.fun_name}"
-            self._call = jax.jit(run, compiler_options=self.compiler_options)
-        return self._call
 
     def __call__(self, leaves):
         import jax
 
-        if self.compiled is None:
-            self.compiled = self._compile(leaves)
-        if self.compiled is not False:
-            try:
-                flat = self.compiled(*leaves)
-            except (TypeError, ValueError):  # arguments it was not compiled for (committed to another device)
-                self.compiled = False
-                flat = self.call(*leaves)
-        else:
-            flat = self.call(*leaves)
-        return jax.tree_util.tree_unflatten(self.out_tree, flat)
-
-    def load_compiled(self) -> bool:
-        """Load the compiled program for this machine and these flags (:func:`attnlab.executables.load`), if there
-        is one; whether it was loaded."""
-        self.compiled = executables.load(self.source.parent.parent, self.content, self.compiler_options)
-        return self.compiled is not None
-
-    def _compile(self, leaves):
-        """Lower and compile the saved program for ``leaves``, and write its compiled form
-        (:func:`attnlab.executables.compile_and_save`)."""
-        return executables.compile_and_save(self.call.lower(*leaves), self.source.parent.parent, self.content,
-                                            self.compiler_options)
+        return jax.tree_util.tree_unflatten(self.out_tree, self.call(*leaves))
 
 
 def _load(path: Path, compiler_options=None) -> _Program | None:
-    """The program saved at ``path``, or None (none there, or one that cannot be read: traced again and replaced).
-    Where its compiled form for this machine and these flags is there too, that is loaded instead."""
+    """The program saved at ``path``, or None (none there, or one that cannot be read: traced again and replaced)."""
+    import pickle
+
     from jax import export
 
     try:
-        out_example, serialized, content = executables.read(path)
+        out_example, serialized = pickle.loads(path.read_bytes())
+        return _Program(export.deserialize(bytearray(serialized)), out_example, compiler_options)
     except Exception:
         return None
-    program = _Program(out_example, path, content, compiler_options)
-    if program.load_compiled():
-        return program
+
+
+def _save(path: Path, exported, out_example) -> None:
+    """Write the exported program and an example of its output's tree (its leaves numbered) to ``path``, through a
+    temporary name: a reader finds all of the file or none. (``jax.export`` serialises trees of tuples, lists and
+    dicts only; the output's named tuples and dataclasses are pickled by reference to their classes.)"""
+    import pickle
+
+    data = pickle.dumps((out_example, exported.serialize()), protocol=pickle.HIGHEST_PROTOCOL)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        program.exported = export.deserialize(bytearray(serialized))
-    except Exception:
-        return None
-    return program
-
-
-def _save(path: Path, exported, out_example, content: str) -> None:
-    """Write the exported program, an example of its output's tree (its leaves numbered) and its content key to
-    ``path`` (``jax.export`` serialises trees of tuples, lists and dicts only; the output's named tuples and
-    dataclasses are pickled by reference to their classes)."""
-    executables.write(path, (out_example, exported.serialize(), content))
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, tree,
@@ -393,10 +338,8 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
         try:
             exported = export.export(jax.jit(call))(*leaves)
             out_example = jax.tree_util.tree_unflatten(out_trees[-1], list(range(out_trees[-1].num_leaves)))
-            content = executables.content_key(exported)
-            program = _Program(out_example, path, content, compiler_options, exported=exported)
-            _save(path, exported, out_example, content)
-            program.load_compiled()  # the same program compiled for code that has since moved or changed elsewhere
+            program = _Program(exported, out_example, compiler_options)
+            _save(path, exported, out_example)
         except Exception:  # jax.export cannot save this program (a host callback, a custom call): trace it
             _MEMO[memo_key] = _UNSAVED
             with contextlib.suppress(OSError):

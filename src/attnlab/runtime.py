@@ -228,15 +228,11 @@ def share_compile_cache() -> int:
 
 
 def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
-    """Empty the cache when its entries (and the compiled programs of :func:`attnlab.programs.compiled_dir`) exceed
-    ``max_bytes``, each file counted once however many slots link it: the compiled programs, the
+    """Empty the cache when its entries exceed ``max_bytes``, each file counted once however many slots link it: the
     claimed ``directory`` and every free slot (its lock taken, non-blocking); a held slot is emptied when it is next
     claimed. Returns whether the cache was emptied."""
     first = {}  # inode (from the directory listing, no stat) -> a path that links it
-    from attnlab.executables import compiled_dir
-
-    compiled = compiled_dir(base / "programs")  # the saved programs' compiled forms: entries of the cache too
-    for slot in (*base.glob("slot-*"), compiled):
+    for slot in base.glob("slot-*"):
         with contextlib.suppress(OSError), os.scandir(slot) as listing:
             for entry in listing:
                 if not entry.name.startswith("."):
@@ -247,10 +243,6 @@ def _trim(base: Path, directory: Path, max_bytes: float) -> bool:
             total += os.stat(path).st_size
     if total <= max_bytes:
         return False
-    with contextlib.suppress(OSError), os.scandir(compiled) as listing:
-        for entry in listing:  # each written whole under its name (renamed into place): removed at any time
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
     for slot in base.glob("slot-*"):
         if slot != directory:
             try:
@@ -295,19 +287,18 @@ def _trim_due(base: Path) -> bool:
 
 def use_compile_cache(path: str | os.PathLike | None = None, *, max_mb: float | None = None) -> Path | None:
     """Turn on JAX's persistent compilation cache in a directory of this process's own under ``path`` (default
-    :func:`default_cache_dir`), and return it (None when the cache is off or cannot be had: the run goes on
-    without).
+    :func:`default_cache_dir`), and return it (None when the cache is off or cannot be had: the run goes on without).
 
     JAX writes a cache entry in place, so a process reading an entry that another is writing could load half of it
     (this crashed XLA's deserialiser). Each process therefore takes a slot, ``path/slot-K``, locked for its lifetime:
-    concurrent processes (test workers, Dask workers, two command lines) never share a directory. On claiming its
-    slot a process hard-links into it the complete entries of the other slots (:func:`_seed`), so it finds every
-    program compiled by the processes that ended before it started, in whichever slot, and the programs running
-    processes have offered (:func:`share_compile_cache`). When the cache's entries (each file counted once, with
-    :mod:`attnlab.programs`' compiled programs) exceed ``max_mb`` (default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048), a
-    claiming process empties its slot and every free one (:func:`_trim`; the size is measured at most once in
-    :data:`TRIM_INTERVAL_S`). Every program is cached, however quick its compilation: a new process then skips the
-    hundreds of small compilations a preset needs."""
+    concurrent processes (test workers, Dask workers, two command lines) never share a directory. On claiming its slot
+    a process hard-links into it the complete entries of the other slots (:func:`_seed`), so it finds every program
+    compiled by the processes that ended before it started, in whichever slot, and the programs running processes
+    have offered (:func:`share_compile_cache`). When the cache's entries (each file
+    counted once) exceed ``max_mb`` (default ``$ATTNLAB_JAX_CACHE_MAX_MB`` or 2048), a claiming process empties its
+    slot and every free one (:func:`_trim`; the size is measured at most once in :data:`TRIM_INTERVAL_S`). Every
+    program is cached, however quick its compilation: a new process then skips the hundreds of small compilations a
+    preset needs."""
     global _SLOT
     import jax
 
