@@ -1,6 +1,6 @@
 """Sweeps on Dask, faults and output: an unknown --plot metric stops the sweep after its first task; without a
 terminal, one line per finished task with the tasks actually running; no dashboard-port warning; Ctrl-C prints one
-line."""
+line, and the interrupted driver kills its local workers instead of waiting for their tasks."""
 
 import os
 import signal
@@ -105,3 +105,30 @@ def test_ctrl_c_on_a_sweep_prints_one_line(tmp_path):
     assert proc.returncode == 130, text
     lines = [ln for ln in text.splitlines() if ln.strip()]
     assert lines == ["interrupted"], text
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from /proc (Z: exited, not yet reaped), or "gone"."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_an_interrupted_close_kills_the_local_workers_and_an_ordinary_one_does_not(tmp_path):
+    """After a Ctrl-C the command line closes its LocalCluster with ``interrupted=True``: the worker processes
+    are killed first (closing would wait for their running tasks), and nothing is left running. The control: the
+    same check on workers busy the same way, not killed, finds them running."""
+    for interrupted in (False, True):
+        client = engine.make_client(None, 2)
+        pids = [n.process.process.pid for n in client.cluster.workers.values()]
+        busy = [client.submit(time.sleep, 30, pure=False) for _ in pids]
+        time.sleep(1.0)
+        if interrupted:
+            engine.close_client(client, interrupted=True)
+            assert all(_state(pid) in ("Z", "gone") for pid in pids), [_state(p) for p in pids]
+        else:
+            assert all(_state(pid) not in ("Z", "gone") for pid in pids)
+            for future in busy:
+                future.cancel()
+            engine.close_client(client)

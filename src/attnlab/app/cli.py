@@ -317,13 +317,17 @@ def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label
         err.print(layout.describe(), markup=False, highlight=False)
     with engine.quiet_workers():
         client = engine.make_client(scheduler, workers, **on_gpu)
+    interrupted = False
     try:
         resources, order = scheduling.plan(client, tasks, layout)
         with _sweep_display(len(tasks), label) as update:
             return engine.run_tasks(client, tasks, root, update, check_first=check_first, resources=resources,
                                     order=order)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        engine.close_client(client, own_cluster=not scheduler)
+        engine.close_client(client, own_cluster=not scheduler, interrupted=interrupted)
         # a killed sweep's orphaned worker may have held its run's lock at the start: its temporary is stale now
         ownership.remove_stale_temporaries(root)
 

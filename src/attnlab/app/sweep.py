@@ -224,12 +224,30 @@ def quiet_workers():
         signal.signal(signal.SIGINT, previous)
 
 
-def close_client(client, own_cluster: bool = True) -> None:
+def _kill_local_workers(cluster) -> int:
+    """SIGKILL the worker processes of a LocalCluster of this process (its nannies' children); returns how many.
+    Closing busy workers waits for each to finish or time out (seconds); a killed worker's run leaves only its
+    temporary folder, which the sweep's driver removes once its lock is free
+    (:func:`attnlab.app.ownership.remove_stale_temporaries`)."""
+    killed = 0
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
+        if pid:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def close_client(client, own_cluster: bool = True, *, interrupted: bool = False) -> None:
     """Close ``client`` (and its LocalCluster when ``own_cluster``) quietly: after a Ctrl-C, the closing workers'
-    and the comms' complaints are not the user's business."""
+    and the comms' complaints are not the user's business. ``interrupted`` (the command line after a Ctrl-C): the
+    LocalCluster's worker processes are killed first, so that closing does not wait for their running tasks."""
     import logging
 
     cluster = getattr(client, "cluster", None) if own_cluster else None
+    if interrupted and cluster is not None:
+        _kill_local_workers(cluster)
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     with warnings.catch_warnings():
