@@ -115,20 +115,34 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-def test_an_interrupted_close_kills_the_local_workers_and_an_ordinary_one_does_not(tmp_path):
-    """After a Ctrl-C the command line closes its LocalCluster with ``interrupted=True``: the worker processes
-    are killed first (closing would wait for their running tasks), and nothing is left running. The control: the
-    same check on workers busy the same way, not killed, finds them running."""
-    for interrupted in (False, True):
-        client = engine.make_client(None, 2)
+def _exited(pids, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if all(_state(pid) in ("Z", "gone") for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_interrupted_close_kills_the_local_workers_first(monkeypatch):
+    """After a Ctrl-C the command line closes its LocalCluster with ``interrupted=True``, which kills the worker
+    processes before closing (closing alone waits for their running tasks, and ends with them gone either way, so
+    the kill is checked by itself): busy workers have exited right after the kill, while the control, the same
+    busy workers not killed, are still running; and only an interrupted close calls the kill."""
+    client = engine.make_client(None, 2)
+    try:
         pids = [n.process.process.pid for n in client.cluster.workers.values()]
-        busy = [client.submit(time.sleep, 30, pure=False) for _ in pids]
+        futures = [client.submit(time.sleep, 30, pure=False) for _ in pids]
         time.sleep(1.0)
-        if interrupted:
-            engine.close_client(client, interrupted=True)
-            assert all(_state(pid) in ("Z", "gone") for pid in pids), [_state(p) for p in pids]
-        else:
-            assert all(_state(pid) not in ("Z", "gone") for pid in pids)
-            for future in busy:
-                future.cancel()
-            engine.close_client(client)
+        assert not _exited(pids, within=0.5)  # the control: busy, not killed
+        engine._kill_local_workers(client.cluster)
+        assert _exited(pids), [_state(p) for p in pids]
+        del futures
+    finally:
+        engine.close_client(client)
+    killed = []
+    monkeypatch.setattr(engine, "_kill_local_workers", killed.append)
+    for interrupted in (False, True):
+        client = engine.make_client(None, 1, processes=False)
+        engine.close_client(client, interrupted=interrupted)
+        assert len(killed) == interrupted

@@ -224,19 +224,16 @@ def quiet_workers():
         signal.signal(signal.SIGINT, previous)
 
 
-def _kill_local_workers(cluster) -> int:
-    """SIGKILL the worker processes of a LocalCluster of this process (its nannies' children); returns how many.
-    Closing busy workers waits for each to finish or time out (seconds); a killed worker's run leaves only its
-    temporary folder, which the sweep's driver removes once its lock is free
+def _kill_local_workers(cluster) -> None:
+    """SIGKILL the worker processes of a LocalCluster of this process (its nannies' children; in-process workers
+    have none). Closing busy workers waits for each to finish or time out (seconds); a killed worker's run leaves
+    only its temporary folder, which the sweep's driver removes once its lock is free
     (:func:`attnlab.app.ownership.remove_stale_temporaries`)."""
-    killed = 0
     for nanny in list(getattr(cluster, "workers", {}).values()):
-        pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
-        if pid:
+        process = getattr(getattr(nanny, "process", None), "process", None)  # Nanny -> WorkerProcess -> process
+        if getattr(process, "pid", None):
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-    return killed
+                os.kill(process.pid, signal.SIGKILL)
 
 
 def close_client(client, own_cluster: bool = True, *, interrupted: bool = False) -> None:
