@@ -134,7 +134,7 @@ def _notebook_t2(n_steps):
     sz = cfg.sizes()
     arms = tf.Arm(jnp.array([True]), jnp.array([False]), jnp.array([False]))
     with jax.threefry_partitionable(False):
-        params, runs, step_keys = tp._initial(jax.random.split(jax.random.key(0), 20), arms, sz, 8000)
+        params, runs, step_keys, _ = tp._initial(jax.random.split(jax.random.key(0), 20), arms, sz, 8000)
         one = jax.tree.map(lambda x: x[:, :1], params)
         runs = jax.tree.map(lambda x: x[:1], runs)
         return tf.train(one, runs, step_keys[:1, :n_steps], arms, sz, gamma=cfg.gamma, eps=cfg.eps,
@@ -164,7 +164,7 @@ def test_notebook_keys_give_the_t3_teachers():
     sz = tp.MultiHeadConfig(official=True).sizes()
     arms = tf.Arm(*(jnp.array([True]),) * 3)
     with jax.threefry_partitionable(False):
-        _, runs, _ = tp._initial(jax.random.split(jax.random.key(0), 10), arms, sz, 2)
+        _, runs, _, _ = tp._initial(jax.random.split(jax.random.key(0), 10), arms, sz, 2)
     overlap = np.asarray(jnp.sum(runs.k_star[:, 0] * runs.k_star[:, 1], axis=-1))
     assert np.round(overlap[[0, 9]], 3).tolist() == [0.203, -0.126]
 
@@ -222,7 +222,7 @@ def test_shared_signal_noise_is_one_draw_for_both_tokens():
 def _tiny_train(seed, notebook_logging):
     sz = _sizes(H=2)
     arms = tf.Arm(jnp.array([True, False]), jnp.array([True, False]), jnp.array([True, False]))
-    params, runs, keys = tp._initial(jax.random.split(jax.random.key(seed), 2), arms, sz, 30)
+    params, runs, keys, _ = tp._initial(jax.random.split(jax.random.key(seed), 2), arms, sz, 30)
     return tf.train(params, runs, keys, arms, sz, gamma=GAMMA, eps=EPS, step_size=0.01, n_steps=30, log_every=10,
                     notebook_logging=notebook_logging)
 
@@ -401,3 +401,33 @@ def test_the_training_asks_for_the_fusion_emitters_from_long_training_updates_on
     assert tf.segment_program(1, n) is tf._segment_long and tf.segment_program(1, n - 1) is tf._segment_short
     assert tf.segment_program(2, n // 2) is tf._segment_long and tf.segment_program(2, n // 2 - 1) is tf._segment_short
     assert tf._segment_long.__wrapped__ is tf._segment_short.__wrapped__ is tf._segment
+
+
+def test_training_precision_float32_updates_and_float64_logs():
+    """``Sizes.precision`` sets the updates' precision: float32 trains float32 weights (the notebooks'), float64
+    float64 ones (the control: the same draws and program otherwise); the logs are float64 either way, and the two
+    trajectories differ (by float32 round-off carried along the updates: above float64 round-off, below 100 float32
+    ulps of the largest weight per update) while the rank one of the W_K = 0 model
+    holds within :func:`~attnlab.marion.transformer_summary.rank_one_tolerance` of each precision."""
+    out = {}
+    for precision in ("float32", "float64"):
+        sz = _sizes(H=2)._replace(precision=precision)
+        arms = tf.Arm(jnp.array([True, False]), jnp.array([True, False]), jnp.array([True, False]))
+        params, runs, keys, _ = tp._initial(jax.random.split(jax.random.key(5), 2), arms, sz, 30)
+        assert params.W_Q.dtype == jnp.dtype(precision)
+        _, logs, final = tf.train(params, runs, keys, arms, sz, gamma=GAMMA, eps=EPS, step_size=0.01, n_steps=30,
+                                  log_every=10, notebook_logging=False)
+        assert final.W_Q.dtype == jnp.dtype(precision) and logs["test_excess_risk"].dtype == jnp.float64
+        cfg = tp.MultiHeadConfig(n_steps=30, log_every=10, precision=precision)
+        assert float(np.nanmax(np.asarray(logs["s2_over_s1"])[:, 0])) < ts.rank_one_tolerance(cfg)
+        assert float(np.nanmin(np.asarray(logs["s2_over_s1"])[1:, 1])) > ts.rank_one_tolerance(cfg)  # Gaussian W_K
+        out[precision] = np.asarray(final.W_Q, dtype=np.float64)
+    gap = np.max(np.abs(out["float32"] - out["float64"]))
+    assert 1e-12 < gap < 30 * 2.0 ** -24 * 100 * np.max(np.abs(out["float64"]))
+
+
+def test_rank_one_tolerance_is_twenty_updates_times_the_unit_round_off():
+    """20 T u: 20 x 8000 x 2^-24 in float32 (the T2 notebook's updates), 20 x 8000 x 2^-53 in float64."""
+    assert ts.rank_one_tolerance(tp.SingleHeadConfig()) == pytest.approx(20 * 8000 * 2.0 ** -24, rel=1e-15)
+    assert ts.rank_one_tolerance(tp.SingleHeadConfig(precision="float64")) == pytest.approx(
+        20 * 8000 * 2.0 ** -53, rel=1e-15)

@@ -77,7 +77,8 @@ both radii), leaving only ``z . e``: ``floor = gamma^2 (e . (v*_1 + v*_2))^2``.
 
 **Random numbers.** Every run has the notebook's key tree: the run key splits into (SGD stream, initialisation,
 teachers, test set); the stream into one key per update; a batch key into 3 (signal noise, noise tokens, label
-noise). Normals are drawn in float32, as the notebook's, and cast to float64 (all arithmetic is float64); under
+noise). Normals are drawn in float32, as the notebook's, and cast to the training precision (``Sizes.precision``:
+float32 as the notebooks, or float64; logs and checks compute in float64); under
 JAX's non-partitionable threefry (``jax.threefry_partitionable(False)``, the caller's choice) the draws are the
 notebook's own.
 """
@@ -153,7 +154,8 @@ class Arm(NamedTuple):
 class Sizes(NamedTuple):
     """Static sizes and constants of a run: dimension ``d``, tokens ``L`` (the register excluded), signal tokens
     ``J``, heads ``H`` of width ``p``, feed-forward width ``m``, whether an output matrix ``W_O`` exists, batch size,
-    and held-out size."""
+    held-out size, and the precision of the SGD updates (``"float32"``, the notebooks', or ``"float64"``; see
+    :func:`train`)."""
 
     d: int
     L: int
@@ -164,6 +166,7 @@ class Sizes(NamedTuple):
     output_matrix: bool
     batch_size: int
     n_test: int
+    precision: str = "float64"
 
 
 # --- model ------------------------------------------------------------------------------------------------------------
@@ -179,7 +182,7 @@ def _output_blocks(params: Params):
     """``W_O^a`` (H, p, d): the rows of ``W_O`` that multiply head a's output (the identity when there is none)."""
     H, d, p = params.W_V.shape
     if params.W_O is None:
-        return jnp.eye(d)[None]
+        return jnp.eye(d, dtype=params.W_V.dtype)[None]
     return params.W_O.reshape(H, p, d)
 
 
@@ -198,8 +201,9 @@ def _head_outputs(params: Params, r, X):
     a = jax.nn.softmax(jnp.einsum("...jd,hd->...hj", N, q) / math.sqrt(p), axis=-1)
     pooled = jnp.einsum("...hj,...jd->...hd", a, N)
     values = jnp.einsum("hdp,...hd->...hp", params.W_V, pooled)  # W_V^aT sum_j a_j n_j
-    h0 = r + jnp.einsum("...hp,hpd->...d", values, _output_blocks(params))
-    return a, h0
+    if params.W_O is None:  # one head, W_O = I: h_0 = r + W_V^T pooled
+        return a, r + values[..., 0, :]
+    return a, r + jnp.einsum("...hp,hpd->...d", values, _output_blocks(params))
 
 
 def _feed_forward(params: Params, h):
@@ -244,9 +248,10 @@ def sgd_step(params: Params, r, X, y, step_size):
 
 # --- random draws -----------------------------------------------------------------------------------------------------
 
-def _normal(key, shape):
-    """Standard normals drawn in float32 (the notebook's draws; a quarter of the cost of float64 ones) as float64."""
-    return jax.random.normal(key, shape, jnp.float32).astype(jnp.float64)
+def _normal(key, shape, dtype=jnp.float64):
+    """Standard normals drawn in float32 (the notebook's draws; a quarter of the cost of float64 ones), as
+    ``dtype``."""
+    return jax.random.normal(key, shape, jnp.float32).astype(dtype)
 
 
 def sample_teachers(key, d: int, J: int):
@@ -270,15 +275,16 @@ def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, shared):
     """``n`` sequences: ``X_j = sqrt(d/2) k*_j + gamma z_j`` for the J signal tokens (first), the others N(0, I),
     ``y = sum_j X_j . v*_j + eps xi``. The key splits into (signal noise, noise tokens, label noise); ``z_1`` is
     drawn from the first, ``z_j`` (j > 1) from ``fold_in(first, j - 1)``, or ``z_j = z_1`` where ``shared``. Returns
-    ``(X, y)``, shapes (n, L, d) and (n,)."""
+    ``(X, y)``, shapes (n, L, d) and (n,), in the teachers' dtype."""
     J, d = k_star.shape
+    dtype = k_star.dtype
     kz, kn, kxi = jax.random.split(key, 3)
-    z1 = _normal(kz, (n, d))
-    zs = [z1] + [jnp.where(shared, z1, _normal(jax.random.fold_in(kz, j), (n, d)))
+    z1 = _normal(kz, (n, d), dtype)
+    zs = [z1] + [jnp.where(shared, z1, _normal(jax.random.fold_in(kz, j), (n, d), dtype))
                  for j in range(1, J)]
     signal = math.sqrt(d / 2.0) * k_star + gamma * jnp.stack(zs, axis=1)
-    X = jnp.concatenate([signal, _normal(kn, (n, L - J, d))], axis=1)
-    y = jnp.einsum("njd,jd->n", signal, v_star) + eps * _normal(kxi, (n,))
+    X = jnp.concatenate([signal, _normal(kn, (n, L - J, d), dtype)], axis=1)
+    y = jnp.einsum("njd,jd->n", signal, v_star) + eps * _normal(kxi, (n,), dtype)
     return X, y
 
 
@@ -362,9 +368,15 @@ def _test_set(run: RunData, arm: Arm, sz: Sizes, gamma, eps):
                          arm.shared_signal_noise)
 
 
+def _cast(tree, dtype):
+    """Every floating array of ``tree`` as ``dtype`` (keys and booleans as they are)."""
+    return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+
+
 def _log(params, run: RunData, arm: Arm, sz: Sizes, gamma, eps):
+    """The diagnostics of ``params`` (in any precision) computed in float64 on the run's float64 held-out set."""
     X, y = _test_set(run, arm, sz, gamma, eps)
-    return diagnostics(params, run.r, run.k_star, run.v_star, X, y, eps)
+    return diagnostics(_cast(params, jnp.float64), run.r, run.k_star, run.v_star, X, y, eps)
 
 
 def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size):
@@ -380,12 +392,16 @@ def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: 
     made once): vectorising the runs as well batches every small matrix product of the update over 2 x 20 weight
     sets, which XLA's CPU backend computes more slowly than the runs in sequence."""
     gamma, eps, step_size = consts
+    low = _cast((gamma, eps, step_size), jnp.dtype(sz.precision))  # the updates' constants
+
+    params = _cast(params, jnp.dtype(sz.precision))  # a no-op after the first segment
 
     def one(xs):
         params, keys, run = xs  # params: leading axis arm
+        run_low = _cast(run, jnp.dtype(sz.precision))
 
         def step(p, k):
-            return jax.vmap(lambda pa, arm: _step(pa, k, run, arm, sz, gamma, eps, step_size))(p, arms), None
+            return jax.vmap(lambda pa, arm: _step(pa, k, run_low, arm, sz, *low))(p, arms), None
 
         def block(p, ks):
             p, _ = jax.lax.scan(step, p, ks[:offset])
@@ -437,13 +453,20 @@ def train(params0, runs: RunData, step_keys, arms: Arm, sz: Sizes, *, gamma, eps
     """SGD of every arm and run: ``lax.scan`` over updates, ``lax.map`` over runs and ``vmap`` over arms (common
     random numbers: the arms share each run's keys and draws).
 
-    ``params0``: initial :class:`Params` with leading axes (arm, run); ``runs``: the runs' registers, teachers and
-    test keys (leading axis run); ``step_keys`` (run, n_steps): the key of each update; ``arms``: :class:`Arm`
-    arrays (arm,). ``notebook_logging``: log after the updates ``t = 0, K, 2K, ...`` (the notebook's Steps
-    ``1, K + 1, ...``, the state after ``t + 1`` updates); else at ``0, K, ..., n_steps`` (initial and final states
-    included). ``progress(done, total)`` is called after each of up to ``n_segments`` compiled calls.
+    ``params0``: initial :class:`Params` with leading axes (arm, run), best given in ``sz.precision`` (else the
+    first segment compiles apart); ``runs``: the runs' registers, teachers and test keys (leading axis run);
+    ``step_keys`` (run, n_steps): the key of each update; ``arms``: :class:`Arm` arrays (arm,).
+
+    **Precision.** The updates (batches, forward and backward passes, parameters) compute in ``sz.precision``:
+    float32 as the notebooks trained (half the time of float64 on a CPU: the update is bound by its matrix
+    products), or float64. The logs are computed in float64 from the parameters (exactly widened) on float64
+    held-out sets, so only the trajectory carries the training precision's round-off.
+
+    ``notebook_logging``: log after the updates ``t = 0, K, 2K, ...`` (the notebook's Steps ``1, K + 1, ...``, the
+    state after ``t + 1`` updates); else at ``0, K, ..., n_steps`` (initial and final states included).
+    ``progress(done, total)`` is called after each of up to ``n_segments`` compiled calls.
     Returns ``(steps, logs, params)``: the logged numbers of updates, the :func:`diagnostics` with leading axes
-    (log, arm, run) and the final parameters.
+    (log, arm, run) and the final parameters (in ``sz.precision``).
     """
     if n_steps % log_every:
         raise ValueError(f"log_every ({log_every}) must divide n_steps ({n_steps})")
