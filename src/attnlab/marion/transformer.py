@@ -115,6 +115,7 @@ __all__ = [
     "RunData",
     "train",
     "segment_program",
+    "cast_floats",
     "LONG_TRAINING_UPDATES",
     "mc_excess_risk",
     "radius_variance",
@@ -368,7 +369,7 @@ def _test_set(run: RunData, arm: Arm, sz: Sizes, gamma, eps):
                          arm.shared_signal_noise)
 
 
-def _cast(tree, dtype):
+def cast_floats(tree, dtype):
     """Every floating array of ``tree`` as ``dtype`` (keys and booleans as they are)."""
     return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
 
@@ -376,7 +377,7 @@ def _cast(tree, dtype):
 def _log(params, run: RunData, arm: Arm, sz: Sizes, gamma, eps):
     """The diagnostics of ``params`` (in any precision) computed in float64 on the run's float64 held-out set."""
     X, y = _test_set(run, arm, sz, gamma, eps)
-    return diagnostics(_cast(params, jnp.float64), run.r, run.k_star, run.v_star, X, y, eps)
+    return diagnostics(cast_floats(params, jnp.float64), run.r, run.k_star, run.v_star, X, y, eps)
 
 
 def _step(params, key, run: RunData, arm: Arm, sz: Sizes, gamma, eps, step_size):
@@ -392,13 +393,13 @@ def _segment(params, step_keys, runs: RunData, arms: Arm, consts, sz: Sizes, K: 
     made once): vectorising the runs as well batches every small matrix product of the update over 2 x 20 weight
     sets, which XLA's CPU backend computes more slowly than the runs in sequence."""
     gamma, eps, step_size = consts
-    low = _cast((gamma, eps, step_size), jnp.dtype(sz.precision))  # the updates' constants
+    low = cast_floats((gamma, eps, step_size), jnp.dtype(sz.precision))  # the updates' constants
 
-    params = _cast(params, jnp.dtype(sz.precision))  # a no-op after the first segment
+    params = cast_floats(params, jnp.dtype(sz.precision))  # a no-op after the first segment
 
     def one(xs):
         params, keys, run = xs  # params: leading axis arm
-        run_low = _cast(run, jnp.dtype(sz.precision))
+        run_low = cast_floats(run, jnp.dtype(sz.precision))
 
         def step(p, k):
             return jax.vmap(lambda pa, arm: _step(pa, k, run_low, arm, sz, *low))(p, arms), None

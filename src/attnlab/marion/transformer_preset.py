@@ -313,7 +313,7 @@ def _initial(run_keys, arms: tf.Arm, sz: tf.Sizes, n_steps: int):
     step_keys, k_init, ks, vs, k_test = jax.vmap(per_run)(run_keys)
     params, r = jax.vmap(lambda a: jax.vmap(lambda k: tf.init_params(k, sz, a))(k_init))(arms)
     coupling = _output_coupling(params, sz)  # in float64, before the cast to the training precision
-    params = jax.tree.map(lambda a: a.astype(sz.precision), params)
+    params = tf.cast_floats(params, jnp.dtype(sz.precision))
     return params, tf.RunData(r[0], ks, vs, k_test), step_keys, coupling
 
 
@@ -325,7 +325,7 @@ def _final_extras(key, params, runs: tf.RunData, arms: tf.Arm, gamma, eps, sz: t
     permutation, register exchanged). Leading axes (arm, run)."""
     k_mc, k_floor, k_fwd = jax.random.split(key, 3)
     n_runs = runs.r.shape[0]
-    params = jax.tree.map(lambda a: a.astype(jnp.float64), params)  # exactly widened from the training precision
+    params = tf.cast_floats(params, jnp.float64)  # exactly widened from the training precision
 
     def one(p, run, arm, k_mc, k_floor, k_fwd):
         mc, mc_se = tf.mc_excess_risk(k_mc, p, run.r, run.k_star, run.v_star, n_mc, sz.L, gamma, eps,
