@@ -56,6 +56,28 @@ def test_gd_reaches_the_lbfgs_minimiser_from_the_informed_start(problem):
                                atol=1e-6)
 
 
+def test_gd_stops_once_every_run_is_below_stop_tol_near_where_the_unstopped_runs_end(problem):
+    """With stop_tol the runs stop early (their last logs repeat the end point, where the unstopped runs still move),
+    at most the quadratic model's distance sqrt(D) g / lambda_min(D H) from the minimum (doubled for the cubic terms;
+    g the stopped run's gradient norm), which the unstopped runs reach to machine precision."""
+    k_star, v_star, b = problem
+    lam = 1.0
+    with x64():
+        W0 = jnp.stack([jnp.concatenate(random_start(jax.random.PRNGKey(i), D)) for i in range(3)])
+        args = (SOFTMAX, W0, b.X, b.mask, b.y, lam, 0.5, 4000, 40, k_star, v_star)
+        full, stopped = gradient_descent(*args), gradient_descent(*args, 1e-9)
+        hess = jax.vmap(jax.hessian(empirical_objective, argnums=1), in_axes=(None, 0, None, None, None, None))
+        lam_min = np.linalg.eigvalsh(np.asarray(D * hess(SOFTMAX, full.W, b.X, b.mask, b.y, lam)))[:, 0]
+    assert np.all(np.asarray(full.grad_norm) < 1e-13) and np.all(lam_min > 0)
+    frozen = np.all(np.asarray(stopped.overlaps) == np.asarray(stopped.overlaps)[-1], axis=(1, 2))
+    first = int(np.argmax(frozen))
+    assert 0 < first < 40 and frozen[first:].all()
+    assert not np.all(np.asarray(full.overlaps)[first] == np.asarray(full.overlaps)[-1])  # the unstopped runs move on
+    dist = np.linalg.norm(np.asarray(stopped.W - full.W), axis=-1)
+    bound = 2 * math.sqrt(D) * np.asarray(stopped.grad_norm) / lam_min
+    assert np.all(dist <= bound) and np.all(dist > 0), (dist, bound)
+
+
 def test_manifold_drift_is_the_velocity_of_the_cross_overlaps(problem):
     """manifold_drift's means are the time derivatives of (m_kv*, m_vk*, q_kv) under dw/dt = -D grad(loss) on the
     same sequences: finite differences of one small GD step (lambda = 0)."""

@@ -42,7 +42,7 @@ import numpy as np
 from attnlab import programs
 from attnlab.duranthon.activations import Activation
 
-__all__ = ["OVERLAP_NAMES", "empirical_objective", "Trajectory", "gradient_descent", "minibatch_sgd",
+__all__ = ["OVERLAP_NAMES", "empirical_objective", "Trajectory", "STOP_EVERY", "gradient_descent", "minibatch_sgd",
            "overlaps", "MINIMUM_CLASSES", "classify_minima", "held_out_errors", "manifold_drift"]
 
 OVERLAP_NAMES = ("m_k", "q_k", "m_v", "q_v", "m_kv", "m_vk", "q_kv")
@@ -83,26 +83,50 @@ class Trajectory(NamedTuple):
     grad_norm: jax.Array
 
 
+STOP_EVERY = 50
+"""Updates between two tests of :func:`gradient_descent`'s stopping rule."""
+
+
 @partial(programs.jit, static_argnames=("act", "n_steps", "n_logs"))
-def gradient_descent(act: Activation, W0, X, mask, y, lam, step_size, n_steps: int, n_logs: int, k_star, v_star):
+def gradient_descent(act: Activation, W0, X, mask, y, lam, step_size, n_steps: int, n_logs: int, k_star, v_star,
+                     stop_tol=0.0):
     """Full-batch GD ``w <- w - eta D grad l(w)`` from every start of ``W0`` (runs, 2D) for ``n_steps`` updates
-    (a multiple of ``n_logs``): a :class:`Trajectory`."""
+    (a multiple of ``n_logs``): a :class:`Trajectory`.
+
+    The runs stop together once every one has ``|D grad l| / sqrt(D) <= stop_tol`` (tested every
+    :data:`STOP_EVERY` updates on the gradient of the last update; ``stop_tol = 0``: never): the later logs repeat
+    the end point. Near a minimum with Hessian ``H`` the updates that remain would move a run by at most
+    ``|D grad l| / lambda_min(D H)``, far below the distances :func:`classify_minima` resolves when ``stop_tol`` is
+    far below its ``grad_tol``."""
     D = X.shape[-1]
-    grad = jax.grad(empirical_objective, argnums=1)
+    grad = jax.vmap(jax.grad(empirical_objective, argnums=1), in_axes=(None, 0, None, None, None, None))
+    objective = jax.vmap(empirical_objective, in_axes=(None, 0, None, None, None, None))
+    norms = lambda G: jnp.linalg.norm(D * G, axis=-1) / math.sqrt(D)  # noqa: E731
+    per_log = n_steps // n_logs
 
-    def one(w0):
-        def segment(w, _):
-            w = jax.lax.fori_loop(0, n_steps // n_logs, lambda _, w: w - step_size * D * grad(act, w, X, mask, y,
-                                                                                               lam), w)
-            return w, (overlaps(w, k_star, v_star), empirical_objective(act, w, X, mask, y, lam))
+    def update(_, state):
+        W, _g = state
+        G = grad(act, W, X, mask, y, lam)
+        return W - step_size * D * G, norms(G)
 
-        w, (o, obj) = jax.lax.scan(segment, w0, None, length=n_logs)
-        o = jnp.concatenate([overlaps(w0, k_star, v_star)[None], o])
-        obj = jnp.concatenate([empirical_objective(act, w0, X, mask, y, lam)[None], obj])
-        return w, o, obj, jnp.linalg.norm(D * grad(act, w, X, mask, y, lam)) / math.sqrt(D)
+    def segment(state, _):
+        def moving(s):
+            done, (W, g) = s
+            return (done < per_log) & jnp.any(g > stop_tol)
 
-    W, o, obj, g = jax.vmap(one)(W0)
-    return Trajectory(W, jnp.swapaxes(o, 0, 1), obj.T, g)
+        def chunk(s):
+            done, state = s
+            n = jnp.minimum(STOP_EVERY, per_log - done)
+            return done + n, jax.lax.fori_loop(0, n, update, state)
+
+        _, (W, g) = jax.lax.while_loop(moving, chunk, (jnp.int32(0), state))
+        return (W, g), (overlaps(W, k_star, v_star), objective(act, W, X, mask, y, lam))
+
+    W0 = jnp.asarray(W0)
+    (W, _), (o, obj) = jax.lax.scan(segment, (W0, jnp.full(W0.shape[0], jnp.inf, W0.dtype)), None, length=n_logs)
+    o = jnp.concatenate([overlaps(W0, k_star, v_star)[None], o])
+    obj = jnp.concatenate([objective(act, W0, X, mask, y, lam)[None], obj])
+    return Trajectory(W, o, obj, norms(grad(act, W, X, mask, y, lam)))
 
 
 @partial(programs.jit, static_argnames=("act", "n_steps", "batch_size"))

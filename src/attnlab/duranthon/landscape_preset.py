@@ -7,7 +7,8 @@ lambda_v = lambda``), ``n_sets`` training sets of ``N = alpha D`` sequences in d
 
 * full-batch GD (:func:`attnlab.duranthon.landscape.gradient_descent`) from ``n_starts`` random starts (Gaussian
   k, v with ``|k|^2 = |v|^2 = D``), from the informed start ``(c_nu k*, v*)`` (Prop. 4.2; the minimum the replica
-  prediction describes), and from a start on M (overlaps ``m_k = m_v = 0.1``, ``q_k = q_v = 1``, no cross terms);
+  prediction describes), and from a start on M (overlaps ``m_k = m_v = 0.1``, ``q_k = q_v = 1``, no cross terms),
+  for ``n_steps`` updates or until every run of the set has a gradient below ``stop_tol``;
 * minibatch SGD (:func:`attnlab.duranthon.landscape.minibatch_sgd`) from the same random starts, then GD to the
   minimum of the basin it ended in;
 * (on ``n_informed_sets`` sets in all, the first ``n_sets`` being those above) the informed start alone, whose
@@ -84,6 +85,8 @@ class LandscapeConfig(ExperimentConfig):
     sgd_steps: int = pydantic.Field(8000, ge=1, description="SGD updates before the GD polish")
     batch_size: int = pydantic.Field(8, ge=1, description="SGD minibatch size")
     grad_tol: float = pydantic.Field(1e-6, gt=0, description="converged if |D grad| / sqrt(D) <= grad_tol")
+    stop_tol: float = pydantic.Field(1e-10, ge=0, description="GD stops once every run of a set has |D grad| / sqrt(D) "
+                                     "<= stop_tol (0: never; below grad_tol)")
     point_tol: float = pydantic.Field(1e-3, gt=0, description="same minimum if |w_a - w_b| / sqrt(2D) <= point_tol")
     n_test: int = pydantic.Field(4000, ge=100, description="fresh test sequences per training set")
     n_fresh: int = pydantic.Field(20_000, ge=100, description="fresh sequences of the drift estimate on M")
@@ -98,6 +101,12 @@ class LandscapeConfig(ExperimentConfig):
             if not all(math.isfinite(x) and x > 0 for x in p):
                 raise ValueError(f"every alpha, nu, lambda must be finite and > 0, got {p}")
         return v
+
+    @pydantic.model_validator(mode="after")
+    def _stop_below_convergence(self):
+        if not self.stop_tol < self.grad_tol:
+            raise ValueError(f"stop_tol ({self.stop_tol:g}) must be below grad_tol ({self.grad_tol:g})")
+        return self
 
 
 def _replica(name: str, alpha, nu, lam, L, n_replica, n_risk, key):
@@ -135,7 +144,7 @@ def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam, n_starts: int | None = N
     W0 = np.stack([*starts, np.concatenate(informed_start(k_star, v_star, "spiked", nu)),
                    np.concatenate([k_m, v_m])])
     gd = jax.tree.map(np.asarray, gradient_descent(act, W0, b.X, b.mask, b.y, lam, cfg.step_size, n_steps,
-                                                   cfg.n_logs, k_star, v_star))
+                                                   cfg.n_logs, k_star, v_star, cfg.stop_tol))
     test = sample_sequences(kf, k_star, v_star, "spiked", nu, cfg.L, cfg.n_test)
     if R == 0:
         err, err_se = held_out_errors(act, gd.W[:1], test.X, test.mask, test.y)
@@ -143,7 +152,7 @@ def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam, n_starts: int | None = N
     W_sgd = minibatch_sgd(act, jax.random.split(kg, R), W0[:R], b.X, b.mask, b.y, lam,
                           cfg.sgd_step_size, cfg.sgd_steps, cfg.batch_size)
     sgd = jax.tree.map(np.asarray, gradient_descent(act, W_sgd, b.X, b.mask, b.y, lam, cfg.step_size, n_steps, 1,
-                                                    k_star, v_star))
+                                                    k_star, v_star, cfg.stop_tol))
     # classes among all end points of the set: random GD, SGD, then the informed run
     W_all = np.concatenate([gd.W[:R], sgd.W, gd.W[R:R + 1]])
     obj_all = np.concatenate([gd.objective[-1, :R], sgd.objective[-1], gd.objective[-1, R:][:1]])
