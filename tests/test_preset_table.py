@@ -49,3 +49,15 @@ def test_measured_times_replace_the_old_and_unmeasured_keep_them(preset_table, t
     preset_table.rewrite_expected_s(quick, full, path)
     assert preset_table.read_expected_s(path.read_text())["sakai-kernel"] == (1234, 12)
     assert "icl-lsa" not in preset_table.read_expected_s(path.read_text())
+
+
+def test_the_readme_table_keeps_the_previous_time_of_an_unmeasured_preset(preset_table, tmp_path):
+    """A folder holding one preset's runs updates that preset's row; the others keep their times (EXPECTED_S, which
+    the README's table was written with) or, never measured, say so."""
+    quick, full = tmp_path / "quick", tmp_path / "full"
+    _run(full, "marion-manifold", 4.26)
+    previous = {"marion-manifold": (6.7, 6.2), "marion-sgd": (84, 7.9)}
+    rows = {line.split(" | ")[0].strip("| `"): line for line in preset_table.table(quick, full, previous).splitlines()}
+    assert rows["marion-manifold"].endswith("| 4.3 s | 6.2 s |")
+    assert rows["marion-sgd"].endswith("| 84 s | 7.9 s |")
+    assert rows["dohmatob-rgd"].endswith("| not measured | not measured |")

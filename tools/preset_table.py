@@ -3,7 +3,8 @@
     python tools/preset_table.py --quick results-quick [--full results-full] [--machine "2-core ..."]
 
 Each time is the ``elapsed_s`` of the preset's finished run under the given folder (the run's own timing,
-compilation included); a preset with no run there shows "not measured". The table (attnlab's own presets) replaces
+compilation included); a preset with no run there keeps its previous times (those of ``EXPECTED_S``), or shows "not
+measured". The table (attnlab's own presets) replaces
 the block between the ``<!-- presets -->`` markers of README.md, and the same times replace
 :data:`attnlab.app.scheduling.EXPECTED_S` (between its ``# expected-s`` markers), the order in which ``reproduce``
 submits its tasks, longest first; a preset not measured there keeps its previous times.
@@ -49,8 +50,13 @@ def _own_presets() -> dict:
     return {name: p for name, p in presets().items() if p.paper in PAPERS}
 
 
-def table(quick: Path | None, full: Path | None) -> str:
+def table(quick: Path | None, full: Path | None, previous: dict[str, tuple[float, float]] | None = None) -> str:
+    """The README's table: each time measured where a run is found under ``quick`` / ``full``, else the ``previous``
+    one (``EXPECTED_S``, which holds the README's times), else "not measured"."""
     tq, tf = _times(quick), _times(full)
+    for name, (f, q) in (previous or {}).items():
+        tf.setdefault(name, f)
+        tq.setdefault(name, q)
     rows = ["| preset | paper | figure | what it shows | full | quick |", "|---|---|---|---|---|---|"]
     for name, p in _own_presets().items():
         what = p.description.replace("|", "/").split(". ")[0].rstrip(".")
@@ -104,7 +110,7 @@ def main() -> None:
     ap.add_argument("--machine", default="")
     ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
     args = ap.parse_args()
-    block = table(args.quick, args.full)
+    block = table(args.quick, args.full, read_expected_s(SCHEDULING.read_text()))
     if args.machine:
         block = (f"Run times on {args.machine}: quick from `make demo`, full from `attnlab reproduce`, each "
                  "preset's wall time as one of 2 Dask workers, compilation included (with the compile cache earlier "
