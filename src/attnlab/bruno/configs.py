@@ -71,8 +71,9 @@ class BrunoConfig(ExperimentConfig):
     kernel_dtype: Literal["float64", "float32"] = pydantic.Field(
         "float64", description="precision of the attention sums (tokens and integration stay float64)")
     implementation: Literal["auto", "native", "jax"] = pydantic.Field(
-        "auto", description="attention sums in the C kernel (float32, d <= 8, CPU) or in JAX (auto: C where it "
-                            "applies); the run records which ran")
+        "auto", description="attention sums in the C kernel (float32, d <= 8, CPU) or in JAX (auto: the exact "
+                            "Fourier sums on the circle where d = 2, Q^T K = c I and the steps are Euler's, else C "
+                            "where it applies); the run records which ran")
     bins: int = pydantic.Field(64, ge=4, description="histogram bins on [0, 2 pi)")
     pde_grid: int = pydantic.Field(512, ge=64, description="grid of the finite-beta mean-field PDE on S^1")
     n_sampling: int = pydantic.Field(400, ge=20, description="multinomial draws for the histogram sampling error")

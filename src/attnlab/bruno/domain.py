@@ -101,7 +101,7 @@ def make_model(*, d, Q, K, V, beta, options, **_) -> None:
 
 
 def _options(*, normalization="sa", project=False, block_q=None, block_k=None, kernel_dtype=None, dense=False,
-             kernel_method="auto", **_) -> None:
+             kernel_method="auto", circle_order=0, **_) -> None:
     check.choice("normalization", normalization, ("sa", "usa"))
     for name, flag in (("project", project), ("dense", dense)):
         if not isinstance(flag, (bool, np.bool_)):
@@ -109,7 +109,8 @@ def _options(*, normalization="sa", project=False, block_q=None, block_k=None, k
     _blocks(block_q=block_q, block_k=block_k)
     if kernel_dtype not in _DTYPES:
         raise ValueError(f"kernel_dtype must be None, 'float32' or 'float64'; got {kernel_dtype!r}")
-    check.choice("kernel_method", kernel_method, METHODS)
+    check.choice("kernel_method", kernel_method, METHODS + ("circle",))
+    check.count("circle_order", circle_order, minimum=0)  # 0: make_model computes it
 
 
 def particle_model(m, d=None) -> None:
@@ -122,6 +123,8 @@ def particle_model(m, d=None) -> None:
     matrices(d if d is not None else dim, **{"model.Q": m.Q, "model.K": m.K, "model.V": m.V})
     _beta(m.beta)
     _options(**m._asdict())
+    if m.kernel_method == "circle" and m.circle_order < 1:
+        raise ValueError("a model with kernel_method 'circle' needs circle_order >= 1 (make_model sets it)")
 
 
 def normalize(*, x, **_) -> None:
@@ -178,15 +181,25 @@ def wrapped_normal_mixture(*, n, means, weights, variances, **_) -> None:
     check.nonnegative("variances", variances, sequence=True)
 
 
-def log_energy(*, x, B, beta, dtype, **_) -> None:
+def log_energy(*, x, B, beta, dtype, circle_order=0, **_) -> None:
     matrices(tokens("x", x), B=B)
     _beta(beta)
     _dtype("dtype", dtype)
+    _circle(circle_order, np.eye(2), B, np.shape(x)[-1])
 
 
-def order_parameter(*, x, beta, **_) -> None:
+def order_parameter(*, x, beta, circle_order=0, **_) -> None:
     tokens("x", x)
     _beta(beta)
+    _circle(circle_order, np.eye(2), np.eye(2), np.shape(x)[-1])
+
+
+def _circle(order, Q, K, d) -> None:
+    """``circle_order`` (0: off) is an order of the Fourier sums, which need d = 2 and Q^T K = c I."""
+    from attnlab.bruno.circle import circle_scale
+
+    if check.count("circle_order", order, minimum=0) and (d != 2 or circle_scale(Q, K) is None):
+        raise ValueError("circle_order needs tokens on the circle (d = 2) and B = c I")
 
 
 def alignment_closed_form(*, x0, V, t, **_) -> None:

@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab.bruno import circle
 from attnlab.bruno.attention import attention, attention_dense, check_qkv
 from attnlab.runtime import LONG_RUNNING
 
@@ -65,7 +66,9 @@ class Model(NamedTuple):
     block_k: int | None = None
     kernel_dtype: str | None = None
     dense: bool = False
-    kernel_method: str = "auto"  # attention.METHODS: "auto" (C kernel in float32 on CPU, else jax), "jax", "shift", "online"
+    kernel_method: str = "auto"  # attention.METHODS: "auto" (C kernel in float32 on CPU, else jax), "jax", "shift",
+    # "online"; or "circle": the exact Fourier sums of attnlab.bruno.circle (d = 2, Q^T K = c I, SA, Euler steps)
+    circle_order: int = 0  # kernel_method "circle": the series' order (make_model: circle.circle_order(beta c))
 
 
 def make_model(d: int, Q=None, K=None, V=None, beta: float = 1.0, **options) -> Model:
@@ -77,6 +80,11 @@ def make_model(d: int, Q=None, K=None, V=None, beta: float = 1.0, **options) -> 
     check_qkv(d, Q, K, V)
     if not beta > 0:
         raise ValueError(f"beta must be > 0 (got {beta})")
+    if options.get("kernel_method") == "circle":
+        c = circle.circle_scale(Q, K)
+        if c is None or options.get("normalization", "sa") != "sa":
+            raise ValueError("kernel_method 'circle' needs d = 2, Q^T K = c I and the SA normalisation")
+        options.setdefault("circle_order", circle.circle_order(beta * c))
     return Model(jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V), float(beta), **options)
 
 
@@ -86,6 +94,8 @@ def normalize(x):
 
 
 def _attention(x, model: Model):
+    if model.kernel_method == "circle":
+        return circle.attention_circle(x, model.Q, model.K, model.V, model.beta, order=model.circle_order)
     if model.dense:
         return attention_dense(x, model.Q, model.K, model.V, model.beta, normalization=model.normalization)
     dtype = None if model.kernel_dtype is None else jnp.dtype(model.kernel_dtype)
@@ -101,6 +111,8 @@ def drift(x, model: Model):
 
 def step(x, model: Model, dt, scheme: Scheme = "euler"):
     """One step of ``scheme`` (the schemes: :mod:`attnlab.bruno.integrate`) from x (N, d) on the sphere."""
+    if model.kernel_method == "circle" and scheme != "euler":  # its stages would leave the circle
+        raise ValueError(f"kernel_method 'circle' needs tokens on the circle: the euler scheme, not {scheme!r}")
     if scheme == "euler":
         return normalize(x + dt * (drift(x, model) if model.project else _attention(x, model)))
     if scheme == "heun":
@@ -229,6 +241,8 @@ def simulate_adaptive(x0, model: Model, times: Sequence[float], *, tol: float = 
     of the segment before. Raises RuntimeError if a segment needs more than ``max_steps`` steps (accepted and
     rejected).
     """
+    if model.kernel_method == "circle":  # the Bogacki-Shampine stages leave the circle
+        raise ValueError("kernel_method 'circle' needs tokens on the circle: simulate with the euler scheme")
     times, x, static, mats, dt0 = adaptive_inputs(x0, model, times, tol, dt0, dt_max)
     batch = x.shape[:-2]
     h = jnp.full(batch, min(dt0, dt_max), x.dtype)

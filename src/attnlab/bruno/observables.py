@@ -20,23 +20,31 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
+from attnlab.bruno import circle
 from attnlab.bruno.attention import log_normalizer
 
 __all__ = ["log_energy", "order_parameter", "moments", "observe_fn", "clusters", "angle_histogram", "angles",
            "fourier_chi2", "merge_times", "track_modes"]
 
 
-def log_energy(x, B, beta, *, dtype=None):
-    """log E_beta for tokens x (N, d) and matrix B (blocked, overflow-free)."""
+def log_energy(x, B, beta, *, dtype=None, circle_order: int = 0):
+    """log E_beta for tokens x (N, d) and matrix B (blocked, overflow-free; with ``circle_order`` > 0, tokens on the
+    circle and ``B = c I``: the exact Fourier sums of :func:`attnlab.bruno.circle.log_normalizer_circle`)."""
     n, d = x.shape
-    lz = log_normalizer(x, jnp.eye(d), jnp.asarray(B), beta, dtype=dtype)  # beta <I x_i, B x_j>
+    if circle_order:
+        lz = circle.log_normalizer_circle(x, jnp.asarray(B)[0, 0], beta, order=circle_order)
+    else:
+        lz = log_normalizer(x, jnp.eye(d), jnp.asarray(B), beta, dtype=dtype)  # beta <I x_i, B x_j>
     return jax.scipy.special.logsumexp(lz) - jnp.log(2 * beta * n**2)
 
 
-def order_parameter(x, beta):
-    """eps_beta in [-2, 0] (B = Id)."""
+def order_parameter(x, beta, *, circle_order: int = 0):
+    """eps_beta in [-2, 0] (B = Id; ``circle_order`` as in :func:`log_energy`, for ``c = 1``)."""
     n, d = x.shape
-    lz = log_normalizer(x, jnp.eye(d), jnp.eye(d), beta)
+    if circle_order:
+        lz = circle.log_normalizer_circle(x, 1.0, beta, order=circle_order)
+    else:
+        lz = log_normalizer(x, jnp.eye(d), jnp.eye(d), beta)
     return (jax.scipy.special.logsumexp(lz) - 2 * jnp.log(n) - beta) / beta
 
 
@@ -51,14 +59,20 @@ def moments(x, emax=None):
     return out
 
 
-def observe_fn(B, beta, emax=None, energy_dtype=None):
-    """A jitted ``observe(x) -> dict`` for :func:`attnlab.bruno.integrate.simulate` (works on (N, d) or batches)."""
+def observe_fn(B, beta, emax=None, energy_dtype=None, on_circle: bool = False):
+    """A jitted ``observe(x) -> dict`` for :func:`attnlab.bruno.integrate.simulate` (works on (N, d) or batches).
+    ``on_circle``: the tokens stay on the circle (d = 2) and ``B = c I``: both log-normalisers from the exact Fourier
+    sums (:mod:`attnlab.bruno.circle`) instead of the N^2 blocked kernel."""
+    c = circle.circle_scale(np.eye(2), B) if on_circle else None
+    if on_circle and c is None:
+        raise ValueError("on_circle needs B = c I in dimension 2")
+    orders = (circle.circle_order(beta * c), circle.circle_order(beta)) if on_circle else (0, 0)
     B = jnp.asarray(B)
 
     def one(x):
         out = moments(x, emax)
-        out["log_energy"] = log_energy(x, B, beta, dtype=energy_dtype)
-        out["order_parameter"] = order_parameter(x, beta)
+        out["log_energy"] = log_energy(x, B, beta, dtype=energy_dtype, circle_order=orders[0])
+        out["order_parameter"] = order_parameter(x, beta, circle_order=orders[1])
         return out
 
     single = jax.jit(one)

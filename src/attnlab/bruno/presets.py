@@ -13,7 +13,9 @@ after changing the sizes of that preset compare its merge time with ``integrator
 Precision: full-size runs compute the attention sums in float32 (tokens and observables stay float64). On CPU that
 is the C kernel of :mod:`attnlab.bruno.native` (every preset has S = Q^T K symmetric positive definite), one
 exponential per unordered pair of tokens with the scores kept in registers; ``bench/particles.py`` measures it
-against the float64 JAX kernels. Quick runs use float64.
+against the float64 JAX kernels. Quick runs use float64. The forward-heat preset (d = 2, Q = K = I) takes the exact
+float64 Fourier sums of :mod:`attnlab.bruno.circle` instead, for its steps and its observables, in O(N K) for N^2
+(``implementation=native`` or ``jax`` asks for the kernels back).
 
 Values the paper leaves unstated are chosen here and flagged "[U, chosen]" in each preset's description and figure
 title:
@@ -43,7 +45,7 @@ import numpy as np
 import xarray as xr
 
 from attnlab import native as _build
-from attnlab.bruno import initial, reduced
+from attnlab.bruno import circle, initial, reduced
 from attnlab.bruno import native as bruno_native
 from attnlab.bruno.configs import BrunoConfig
 from attnlab.bruno.integrate import make_model, simulate, simulate_adaptive
@@ -84,7 +86,12 @@ def implementations(cfg: BrunoConfig) -> dict[str, str]:
     """The implementation of the attention sums of a run with ``cfg`` (``cfg.implementation`` resolved here): the C
     kernel of :mod:`attnlab.bruno.native` applies in float32 for 2 <= d <= 8 on the CPU backend; where it runs, its
     vector width (``attention_vector_bits``: 512 or 256) is recorded too. Where it runs, a
-    call whose rows underflow is redone by the JAX kernels (deterministic: the same inputs take the same path)."""
+    call whose rows underflow is redone by the JAX kernels (deterministic: the same inputs take the same path).
+    With ``auto``, tokens on the circle (d = 2) with ``Q^T K = c I`` and the Euler steps take the exact Fourier sums
+    of :mod:`attnlab.bruno.circle` instead (float64, O(N K) for the kernels' N^2: ``"circle"``)."""
+    if (cfg.implementation == "auto" and cfg.d == 2 and cfg.integrator == "euler"
+            and circle.circle_scale(cfg.matrix("Q"), cfg.matrix("K")) is not None):
+        return {"attention": "circle"}
     applies = (cfg.kernel_dtype == "float32" and 2 <= cfg.d <= bruno_native.MAX_D
                and jax.default_backend() == "cpu" and bruno_native.available())
     impl = _build.choose(cfg.implementation, applies, f"kernel_dtype float32 and d <= {bruno_native.MAX_D}",
@@ -96,11 +103,12 @@ def implementations(cfg: BrunoConfig) -> dict[str, str]:
 
 def _simulate(cfg, x0, V, times, progress, offset=0, total=1):
     Q, K = cfg.matrix("Q"), cfg.matrix("K")
+    impl = implementations(cfg)["attention"]
     model = make_model(cfg.d, Q, K, V, cfg.beta, kernel_dtype=None if cfg.kernel_dtype == "float64" else "float32",
-                       kernel_method=implementations(cfg)["attention"])
+                       kernel_method=impl)
     B = Q.T @ K
     emax = reduced.emax_basis(Q, K, V)
-    obs = observe_fn(B, cfg.beta, emax)
+    obs = observe_fn(B, cfg.beta, emax, on_circle=impl == "circle")
     n = len(times)
     prog = None if progress is None else (lambda k, _: progress(offset * n + k, total * n))
     if cfg.integrator == "bs32":
