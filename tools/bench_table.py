@@ -39,6 +39,9 @@ PRESETS_START, PRESETS_END = "<!-- presets-table:start -->", "<!-- presets-table
 # The headline figures of each script's JSON line: (key, how to show it). Keys absent from a result are skipped.
 HEADLINES = {
     "dependencies": [],  # one ratio per row, see _dependency_rows
+    "circle": [("ratio_vs_native_f32_n50000", "{:.1f}x the float32 C kernel at N = 5e4"),
+               ("ratio_vs_jax_f64_n50000", "{:.0f}x the float64 JAX kernel"),
+               ("max_difference_vs_jax_f64_n50000", "10 steps within {:.1e} of it")],
     "kernel": [("ratio_vs_brute_force", "{:.0f}x vs brute-force covariance"),
                ("ratio_vs_exact_sampler", "{:.0f}x vs exact-sampler covariance")],
     "erm_scale": [("largest_sqrt_ND", "largest sqrt(ND) {:.0f}"), ("gap_in_se_at_largest", "gap {:.1f} SE")],
