@@ -60,10 +60,10 @@ EXPECTED_S: dict[str, tuple[float, float]] = {
     "sakai-wide": (19, 1.2),
     "sakai-kernel": (386, 19),
     "sakai-kernel-regression": (96, 9.6),
-    "bruno-alignment": (40, 3.2),
-    "bruno-backward-heat": (28, 3.9),
-    "bruno-forward-heat": (230, 5.1),
-    "bruno-three-phases": (93, 2.7),
+    "bruno-alignment": (36, 3.3),
+    "bruno-backward-heat": (27, 4.3),
+    "bruno-forward-heat": (39, 3.7),
+    "bruno-three-phases": (96, 2.5),
 }
 # /expected-s
 """preset -> (full, quick) wall time in seconds on two CPU cores (the README's table of presets, written with this
