@@ -70,12 +70,12 @@ def test_layout_one_gpu_and_the_other_cores(monkeypatch):
 
 
 def test_resources_and_order():
-    tasks = [Task("marion-manifold", (), 0, False), Task("bruno-forward-heat", (), 0, False),
+    tasks = [Task("marion-manifold", (), 0, False), Task("bruno-backward-heat", (), 0, False),
              Task("marion-transformer-single-head", (), 0, False), Task("not-in-the-table", (), 0, False),
              Task("dohmatob-rgd", (), 0, False)]
     native = [False, True, False, False, True]
     resources, order = scheduling.plan(None, tasks, Layout(("0",), 3), native)
-    # bruno-forward-heat has a C kernel on the CPU, but its paper's presets run on the GPU (GPU_PREFERRED)
+    # bruno-backward-heat has a C kernel on the CPU, but its paper's presets run on the GPU (GPU_PREFERRED)
     assert resources == [{"GPU": 1}, {"GPU": 1}, {"GPU": 1}, {"GPU": 1}, {"CPU": 1}]
     # unknown first, then by the table's full times, longest first
     known = sorted((t for t in tasks if t.preset in scheduling.EXPECTED_S),
@@ -85,8 +85,9 @@ def test_resources_and_order():
     # no CPU worker: everything on the GPU worker
     assert scheduling.plan(None, tasks, Layout(("0",), 0))[0] == [{"GPU": 1}] * 5
     # the CPU layout and an external scheduler: no resources, longest first too
+    longest_first = [3, *sorted((0, 1, 2, 4), key=lambda i: -scheduling.EXPECTED_S[tasks[i].preset][0])]
     for layout in (Layout((), 4), None):
-        assert scheduling.plan(None, tasks, layout, native) == ([None] * 5, [3, 2, 1, 4, 0])
+        assert scheduling.plan(None, tasks, layout, native) == ([None] * 5, longest_first)
     # a sweep's tasks (one preset) keep their order
     same = [Task("marion-sgd", (("seed", s),), s, True) for s in range(3)]
     assert scheduling.plan(None, same, Layout((), 2))[1] == [0, 1, 2]
@@ -101,10 +102,11 @@ def test_native_presets_are_told_on_the_cpu():
     from attnlab.bruno import native as bruno_native
 
     assert scheduling.native_flags([Task("marion-manifold", TINY, 0, True)]) == [False]
-    bruno = Task("bruno-forward-heat", (), 0, False)  # full size: float32, in the C kernel's domain
+    bruno = Task("bruno-backward-heat", (), 0, False)  # full size: float32, d = 3, in the C kernel's domain
     if runtime.accelerator_plugin() is None and bruno_native.available():
         assert scheduling.uses_native(bruno)
-    assert not scheduling.uses_native(Task("bruno-forward-heat", (("implementation", "jax"),), 0, True))
+    assert not scheduling.uses_native(Task("bruno-backward-heat", (("implementation", "jax"),), 0, True))
+    assert not scheduling.uses_native(Task("bruno-forward-heat", (), 0, False))  # d = 2: the exact circle sums
     assert scheduling.native_flags([Task("no-such-preset", (), 0, True)]) == [False]  # fails later, on its own
 
 
