@@ -49,7 +49,10 @@ def main() -> None:
         ends = {}
         for name, m in models.items():
             static = m._replace(Q=None, K=None, V=None)
-            call = lambda: _advance(x, steps, jnp.asarray(1e-3), m.Q, m.K, m.V, static, "euler")  # noqa: E731
+
+            def call(x=x, m=m, static=static):
+                return _advance(x, steps, jnp.asarray(1e-3), m.Q, m.K, m.V, static, "euler")
+
             ends[name] = np.asarray(call())  # compiled here
             best = np.inf
             for _ in range(args.repeats):
