@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["circle_scale", "circle_order", "attention_circle", "log_normalizer_circle"]
+__all__ = ["circle_scale", "require_circle", "circle_order", "attention_circle", "log_normalizer_circle"]
 
 _TRUNCATION = 2.0**-60
 
@@ -47,6 +47,14 @@ def circle_scale(Q, K) -> float | None:
     c = float(S[0, 0])
     if c == 0.0 or not np.allclose(S, c * np.eye(2), rtol=0.0, atol=1e-12 * abs(c)):
         return None
+    return c
+
+
+def require_circle(Q, K) -> float:
+    """:func:`circle_scale` of ``(Q, K)``, or a one-line ValueError where the Fourier sums do not apply."""
+    c = circle_scale(Q, K)
+    if c is None:
+        raise ValueError("the exact sums on the circle need d = 2 and Q^T K = c I (c != 0)")
     return c
 
 

@@ -185,21 +185,23 @@ def log_energy(*, x, B, beta, dtype, circle_order=0, **_) -> None:
     matrices(tokens("x", x), B=B)
     _beta(beta)
     _dtype("dtype", dtype)
-    _circle(circle_order, np.eye(2), B, np.shape(x)[-1])
+    _circle(circle_order, B, np.shape(x)[-1])
 
 
 def order_parameter(*, x, beta, circle_order=0, **_) -> None:
     tokens("x", x)
     _beta(beta)
-    _circle(circle_order, np.eye(2), np.eye(2), np.shape(x)[-1])
+    _circle(circle_order, np.eye(2), np.shape(x)[-1])
 
 
-def _circle(order, Q, K, d) -> None:
-    """``circle_order`` (0: off) is an order of the Fourier sums, which need d = 2 and Q^T K = c I."""
-    from attnlab.bruno.circle import circle_scale
+def _circle(order, B, d) -> None:
+    """``circle_order`` (0: off) is an order of the Fourier sums, which need tokens on the circle and B = c I."""
+    from attnlab.bruno.circle import require_circle
 
-    if check.count("circle_order", order, minimum=0) and (d != 2 or circle_scale(Q, K) is None):
-        raise ValueError("circle_order needs tokens on the circle (d = 2) and B = c I")
+    if check.count("circle_order", order, minimum=0):
+        if d != 2:
+            raise ValueError(f"circle_order needs tokens on the circle (d = 2); got d = {d}")
+        require_circle(np.eye(2), B)
 
 
 def alignment_closed_form(*, x0, V, t, **_) -> None:

@@ -81,10 +81,9 @@ def make_model(d: int, Q=None, K=None, V=None, beta: float = 1.0, **options) -> 
     if not beta > 0:
         raise ValueError(f"beta must be > 0 (got {beta})")
     if options.get("kernel_method") == "circle":
-        c = circle.circle_scale(Q, K)
-        if c is None or options.get("normalization", "sa") != "sa":
-            raise ValueError("kernel_method 'circle' needs d = 2, Q^T K = c I and the SA normalisation")
-        options.setdefault("circle_order", circle.circle_order(beta * c))
+        if options.get("normalization", "sa") != "sa":
+            raise ValueError("kernel_method 'circle' needs the SA normalisation")
+        options.setdefault("circle_order", circle.circle_order(beta * circle.require_circle(Q, K)))
     return Model(jnp.asarray(Q), jnp.asarray(K), jnp.asarray(V), float(beta), **options)
 
 

@@ -63,10 +63,8 @@ def observe_fn(B, beta, emax=None, energy_dtype=None, on_circle: bool = False):
     """A jitted ``observe(x) -> dict`` for :func:`attnlab.bruno.integrate.simulate` (works on (N, d) or batches).
     ``on_circle``: the tokens stay on the circle (d = 2) and ``B = c I``: both log-normalisers from the exact Fourier
     sums (:mod:`attnlab.bruno.circle`) instead of the N^2 blocked kernel."""
-    c = circle.circle_scale(np.eye(2), B) if on_circle else None
-    if on_circle and c is None:
-        raise ValueError("on_circle needs B = c I in dimension 2")
-    orders = (circle.circle_order(beta * c), circle.circle_order(beta)) if on_circle else (0, 0)
+    orders = ((circle.circle_order(beta * circle.require_circle(np.eye(2), B)), circle.circle_order(beta))
+              if on_circle else (0, 0))
     B = jnp.asarray(B)
 
     def one(x):
