@@ -42,7 +42,6 @@ import math
 from functools import partial
 from typing import NamedTuple
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -110,10 +109,15 @@ class FlowSolution(NamedTuple):
     @property
     def succeeded(self):
         """``result == diffrax.RESULTS.successful`` (a bool array under ``vmap``)."""
+        import diffrax
+
         return self.result == diffrax.RESULTS.successful
 
 
 def _solve(rhs, y0, ts, rtol, atol, max_steps, norm=None):
+    import diffrax  # imported here, at the first solve: importing it (and equinox, optimistix) costs more than the
+    # whole import of this paper's presets otherwise, and listing or running the other presets needs none of it
+
     controller = (diffrax.PIDController(rtol=rtol, atol=atol) if norm is None
                   else diffrax.PIDController(rtol=rtol, atol=atol, norm=norm))
     return diffrax.diffeqsolve(diffrax.ODETerm(rhs), diffrax.Tsit5(), t0=ts[0], t1=ts[-1], dt0=None, y0=y0,
