@@ -154,3 +154,27 @@ def test_integrate_joint_matches_separate_solves():
         alone = jax.vmap(lambda y, m=m: integrate(field5, y, ts, m))(y0).ys
         np.testing.assert_allclose(tr, alone, atol=1e-6)
         assert float(jnp.max(jnp.abs(tr[:, -1] - tr[:, 0]))) > 1e-2  # the trajectories moved
+
+
+def test_diffrax_is_imported_at_the_first_solve_not_with_the_presets():
+    """Loading this paper's presets imports no diffrax (nor equinox, optimistix); the first flow solve does, and it
+    succeeds (the control: the same process after a solve has it)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        import attnlab.dohmatob.presets
+        before = "diffrax" in sys.modules
+        import jax
+        from attnlab import runtime
+        from attnlab.dohmatob.flows import field2, integrate
+        from attnlab.dohmatob.meanfield import DohmatobModel
+        with runtime.x64():
+            sol = integrate(field2, jax.numpy.array([0.1, 0.1]), jax.numpy.linspace(0.0, 1.0, 3),
+                            DohmatobModel(100, 20, 1.0, 0.5, "linear", True))
+        print(before, "diffrax" in sys.modules, bool(sol.succeeded))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.stdout.split() == ["False", "True", "True"], res.stdout + res.stderr

@@ -115,8 +115,8 @@ class FlowSolution(NamedTuple):
 
 
 def _solve(rhs, y0, ts, rtol, atol, max_steps, norm=None):
-    import diffrax  # imported here, at the first solve: importing it (and equinox, optimistix) costs more than the
-    # whole import of this paper's presets otherwise, and listing or running the other presets needs none of it
+    import diffrax  # imported at the first solve: it (with equinox and optimistix) is a large share of this paper's
+    # import time, and listing the catalogue or running a preset that solves no flow needs none of it
 
     controller = (diffrax.PIDController(rtol=rtol, atol=atol) if norm is None
                   else diffrax.PIDController(rtol=rtol, atol=atol, norm=norm))
