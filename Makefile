@@ -2,6 +2,7 @@
 #   make demo   create .venv, install attnlab, run every preset at quick size into results/, print the checks table
 #   make test   create .venv if needed, install the test extras, run the test suite
 #   make docs   build the documentation site into site/ (MkDocs, --strict)
+#   make catalogue   write the catalogue of attnlab's own presets that the package ships (after editing a source)
 #   make test-fast   the inner loop: the suite without the command-line/sweep integration tests and slow tests
 PYTHON ?= python3
 VENV   := .venv
@@ -13,7 +14,7 @@ PIP    := $(PY) -m pip -q
 # environment, where no process would write their bytecode and every one would compile them again
 COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib src
 
-.PHONY: demo test test-fast docs lint bench bench-table clean
+.PHONY: demo test test-fast docs lint catalogue bench bench-table clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +48,9 @@ docs: $(VENV)/.installed-docs
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench tools
+
+catalogue: $(VENV)/.installed
+	$(PY) tools/catalogue.py
 
 bench: $(VENV)/.installed
 	$(PY) tools/bench_table.py --run

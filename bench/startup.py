@@ -13,8 +13,10 @@ reference, ``import jax`` and each paper's presets module), with the versions of
 extensions, whose 0.7 release alone took most of a second to import) and JAX; ``jax_over_numpy`` is the ratio of the
 two imports' wall times.
 
-``list`` and ``show`` are measured twice: with an empty catalogue cache (``cold``: every paper imported, the cache
-written) and with the cache that first call wrote (``warm``). The cache lives in a temporary directory
+``list`` and ``show`` are measured three times: in a new cache directory, where the catalogue attnlab ships is read
+(``new``; where plugins are installed the probe reads a copy of it written under this environment's key, as it
+would be read with no plugin installed), with an empty cache and no shipped catalogue (``cold``: every paper
+imported, the cache written) and with the cache that call wrote (``warm``). The cache lives in a temporary directory
 (``ATTNLAB_CACHE_DIR``). Each command is repeated ``--repeat`` times and the minimum is kept. One JSON object per
 line; the last one holds every row and the wall times the targets name (``version_wall_s``, ``help_wall_s``,
 ``list_warm_wall_s``, ``show_warm_wall_s``), ``import_jax_wall_s`` and ``import_paper_wall_s_max`` (the slowest of
@@ -34,11 +36,16 @@ import sys
 import tempfile
 import time
 from importlib import metadata
+from pathlib import Path
 
+from attnlab.app import catalogue
 from attnlab.registry import PAPERS
 
 PROBE = """
 import sys
+from pathlib import Path
+from attnlab.app import catalogue
+catalogue.SHIPPED = Path({shipped!r})
 from attnlab.app.cli import main
 rc = main({argv!r})
 mods = set(sys.modules)
@@ -62,9 +69,9 @@ def _probe(code: str, env: dict[str, str] | None, what: str) -> dict:
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **json.loads(lines[-1][2:])}
 
 
-def measure(argv: list[str], env: dict[str, str]) -> dict:
-    """The command ``attnlab argv`` (:data:`PROBE`)."""
-    return _probe(PROBE.format(argv=argv, papers=PAPERS), env, str(argv))
+def measure(argv: list[str], env: dict[str, str], shipped: str) -> dict:
+    """The command ``attnlab argv`` (:data:`PROBE`), reading the shipped catalogue from ``shipped``."""
+    return _probe(PROBE.format(argv=argv, papers=PAPERS, shipped=shipped), env, str(argv))
 
 
 IMPORT_PROBE = """
@@ -90,19 +97,24 @@ def main() -> None:
     parser.add_argument("--preset", default="marion-manifold")
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as ship:
         env = {**os.environ, "ATTNLAB_CACHE_DIR": cache, "COLUMNS": "120"}
-        commands = [("--version", ["--version"], False), ("-h", ["-h"], False),
-                    ("list (cold)", ["list"], True), ("list (warm)", ["list"], False),
-                    ("show (cold)", ["show", args.preset], True), ("show (warm)", ["show", args.preset], False)]
-        def one(argv, cold):
-            if cold:
+        shipped = catalogue.SHIPPED
+        if catalogue.cache_key() != catalogue.cache_key(own_only=True):  # plugins installed: the copy of the key
+            shipped = catalogue.write_shipped(Path(ship) / "catalogue.json", key=catalogue.cache_key())
+        none = os.path.join(ship, "none.json")
+        commands = [("--version", ["--version"], "new"), ("-h", ["-h"], "new"),
+                    ("list (new)", ["list"], "new"), ("show (new)", ["show", args.preset], "new"),
+                    ("list (cold)", ["list"], "cold"), ("list (warm)", ["list"], "warm"),
+                    ("show (cold)", ["show", args.preset], "cold"), ("show (warm)", ["show", args.preset], "warm")]
+        def one(argv, state):
+            if state != "warm":
                 for name in os.listdir(cache):
                     os.remove(os.path.join(cache, name))
-            return measure(argv, env)
+            return measure(argv, env, none if state == "cold" else str(shipped))
 
-        for label, argv, cold in commands:
-            best = {"command": label, **best_of(args.repeat, lambda a=argv, c=cold: one(a, c))}
+        for label, argv, state in commands:
+            best = {"command": label, **best_of(args.repeat, lambda a=argv, c=state: one(a, c))}
             print(json.dumps(best), flush=True)
             rows.append(best)
     for module in ("numpy", "jax", *(f"attnlab.{p}.presets" for p in PAPERS)):
@@ -112,6 +124,7 @@ def main() -> None:
     walls = {r["command"]: r["wall_s"] for r in rows}
     print(json.dumps({"rows": rows, "version_wall_s": walls["--version"], "help_wall_s": walls["-h"],
                       "list_warm_wall_s": walls["list (warm)"], "show_warm_wall_s": walls["show (warm)"],
+                      "list_new_wall_s": walls["list (new)"], "show_new_wall_s": walls["show (new)"],
                       "list_cold_wall_s": walls["list (cold)"], "import_numpy_wall_s": walls["import numpy"],
                       "import_jax_wall_s": walls["import jax"],
                       "jax_over_numpy": round(walls["import jax"] / walls["import numpy"], 2),

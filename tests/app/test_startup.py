@@ -18,7 +18,11 @@ import pytest
 from attnlab.app import catalogue
 
 WRAPPER = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
+    from pathlib import Path
+    from attnlab.app import catalogue
+    if os.environ.get("TEST_SHIPPED"):  # the shipped catalogue, as a test writes it for its own environment
+        catalogue.SHIPPED = Path(os.environ["TEST_SHIPPED"])
     from attnlab.app.cli import main
     rc = main(sys.argv[1:])
     sys.stdout.flush()
@@ -28,7 +32,8 @@ WRAPPER = textwrap.dedent("""
                                                          "attnlab.sakai", "attnlab.bruno")) for m in mods),
                              "numpy": "numpy" in mods, "matplotlib": "matplotlib" in mods}), file=sys.stderr)
 """)
-"""Runs ``main(argv)`` and reports, on the last line of stderr, its status and what it imported."""
+"""Runs ``main(argv)`` and reports, on the last line of stderr, its status and what it imported; with
+``TEST_SHIPPED`` set, the shipped catalogue is that file."""
 
 LIVE = "import sys; import attnlab.registry; from attnlab.app.cli import main; sys.exit(main(sys.argv[1:]))"
 """The command as it runs without the cache: a process that has the registry reads it (and never the cache)."""
@@ -124,8 +129,7 @@ def test_import_attnlab_is_lazy_and_keeps_its_names():
 
 def test_a_stale_cache_is_rebuilt_and_prints_the_same(warm):
     source = warm["site"] / "emptypaper" / "presets.py"
-    st = source.stat()
-    os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a plugin's source edited: a new key
+    source.write_text(source.read_text() + "# edited\n")  # a plugin's source edited: a new key
     out, err, report = _attnlab(warm["env"], "list")
     assert report["rc"] == 0 and report["marion"], (err, report)  # rebuilt: the papers imported again
     assert out == warm["list"]
@@ -139,6 +143,49 @@ def _key(env) -> str:
     code = "from attnlab.app import catalogue; print(catalogue.cache_key())"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           check=True).stdout.strip()
+
+
+def test_the_key_follows_a_sources_content_not_its_modification_time(tmp_path):
+    site = _plugin(tmp_path / "site", "touched-dist", "touchedpaper", "def presets():\n    return []\n")
+    env = _env(tmp_path / "cache", site)
+    key = _key(env)
+    source = site / "touchedpaper" / "presets.py"
+    st = source.stat()
+    os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a fresh clone, a checkout: same content
+    assert _key(env) == key
+    source.write_text(source.read_text() + "# edited\n")
+    assert _key(env) != key
+
+
+def test_a_new_cache_directory_reads_the_shipped_catalogue_and_writes_nothing(warm, tmp_path):
+    """The shipped catalogue, written for this environment's key (in an environment of attnlab alone it is the
+    package's own), is read by the first ``list`` and ``show`` of an empty cache directory: no paper imported, nothing
+    written, the same output. A shipped catalogue of another key is not read."""
+    written = warm["cache"] / f"catalogue-{_key(warm['env'])}.json"
+    shipped = tmp_path / "catalogue.json"
+    shipped.write_text(written.read_text())
+    env = {**warm["env"], "ATTNLAB_CACHE_DIR": str(tmp_path / "new"), "TEST_SHIPPED": str(shipped)}
+    for argv in (["list"], ["show", "marion-manifold"]):
+        out, err, report = _attnlab(env, *argv)
+        assert report["rc"] == 0 and not report["jax"] and not report["papers"], (argv, err, report)
+        assert out == (warm["list"] if argv == ["list"] else _attnlab(warm["env"], *argv)[0])
+    assert not (tmp_path / "new").exists()
+    data = json.loads(written.read_text())
+    shipped.write_text(json.dumps({**data, "key": "another"}))
+    out, err, report = _attnlab(env, "list")
+    assert report["rc"] == 0 and report["marion"] and out == warm["list"], (err, report)  # built, as before
+    assert len(_catalogues(tmp_path / "new")) == 1
+
+
+def test_the_shipped_catalogue_is_current():
+    """The package's catalogue was written (``make catalogue``) from these sources, lists what the registry lists,
+    and, where this environment's versions are those it was written with, under the key of attnlab alone."""
+    data = json.loads(catalogue.SHIPPED.read_text(encoding="utf-8"))
+    assert data["sources"] == catalogue.source_digest("attnlab"), "attnlab's sources changed: run make catalogue"
+    shipped = catalogue._read(catalogue.SHIPPED, data["key"])
+    assert shipped == catalogue.own_entries(), "the registry lists other presets: run make catalogue"
+    if data["basis"] == catalogue.basis():
+        assert data["key"] == catalogue.cache_key(own_only=True)
 
 
 def test_a_corrupt_cache_is_ignored_and_rewritten(warm):

@@ -3,12 +3,15 @@
 The catalogue -- per preset its name, paper, citation, figure, description and the config fields table of
 :func:`attnlab.app.describe.config_fields` -- is written as JSON to ``catalogue-KEY.json`` in the cache directory
 (``$ATTNLAB_CACHE_DIR``, default ``~/.cache/attnlab``). The key (:func:`cache_key`) is computed without importing
-any paper, from :mod:`importlib.metadata` and :func:`os.stat` alone: the Python version, attnlab's version, the
-installed ``__init__`` of pydantic and annotated_types (how a field's type reads), every distribution declaring an
-entry point of the group ``attnlab.presets`` (its metadata as written, with its name and version, and its entry
-points), and the path, modification time and size of every Python source file of the top-level packages those
-entry points live in (attnlab's own always): editing a source file of an editable install gives a new key, as
-does installing, upgrading or removing a plugin.
+any paper, from :mod:`importlib.metadata` and the source files alone: the Python version (major.minor), attnlab's
+version, the versions of pydantic and annotated_types (how a field's type reads), the entry points of the group
+``attnlab.presets``, the metadata as written (name, version, entry points) of every other distribution declaring
+one, and a digest of the content of every Python source file of the top-level packages those entry points live in
+(attnlab's own always): editing a source file gives a new key, as does installing, upgrading or removing a plugin.
+
+attnlab ships the catalogue of its own presets (:data:`SHIPPED`, written by :func:`write_shipped`, ``make
+catalogue``) under the key of an environment holding attnlab alone: where no plugin is installed and the sources
+are those it was written from, the first ``attnlab list`` of a new cache directory reads it and imports no paper.
 
 When the file for the key is missing, unreadable or malformed, the catalogue is built as before (every entry point
 loaded, a broken plugin's one-line warning printed) and written atomically (a temporary file renamed into place);
@@ -32,7 +35,8 @@ from pathlib import Path
 from attnlab.app.describe import FieldInfo
 from attnlab.errors import AttnlabError
 
-__all__ = ["Entry", "cache_dir", "cache_key", "cache_path", "presets", "describe"]
+__all__ = ["Entry", "SHIPPED", "basis", "cache_dir", "cache_key", "cache_path", "source_digest", "presets", "describe",
+           "own_entries", "write_shipped"]
 
 ENTRY_POINT_GROUP = "attnlab.presets"
 """:data:`attnlab.registry.ENTRY_POINT_GROUP`, repeated here so that computing the key imports no NumPy (a test
@@ -40,6 +44,10 @@ checks that they agree)."""
 
 FORMAT = 1
 """The layout of the cache file; a file of another format is ignored (and rebuilt)."""
+
+SHIPPED = Path(__file__).with_name("catalogue.json")
+"""The catalogue of attnlab's own presets, shipped with the package (written by :func:`write_shipped`): the file a
+new cache directory's first ``attnlab list`` reads where no plugin is installed."""
 
 KEEP = 8
 """How many catalogue files (of different keys: other environments, earlier sources) the cache directory keeps."""
@@ -64,9 +72,9 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "attnlab"
 
 
-def _package_files(package: str) -> list[str]:
-    """``path mtime_ns size`` of every ``.py`` file of the top-level package ``package`` (found, not imported), or
-    one line saying it was not found."""
+def source_digest(package: str) -> str:
+    """A digest of the relative path and content of every ``.py`` file of the top-level package ``package`` (found,
+    not imported), or a line saying it was not found."""
     from importlib.util import find_spec
 
     try:
@@ -74,9 +82,9 @@ def _package_files(package: str) -> list[str]:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        return [f"{package}: not found"]
+        return "not found"
     roots = list(spec.submodule_search_locations or ()) or ([spec.origin] if spec.origin else [])
-    lines = []
+    digest = hashlib.sha256()
     for root in roots:
         if os.path.isfile(root):
             paths = [root]
@@ -86,43 +94,61 @@ def _package_files(package: str) -> list[str]:
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
                 paths += [os.path.join(here, f) for f in sorted(files) if f.endswith(".py")]
         for path in paths:
-            lines.append(_stat(path))
-    return lines
+            rel = os.path.relpath(path, os.path.dirname(root)) if not os.path.isfile(root) else os.path.basename(path)
+            try:
+                content = Path(path).read_bytes()
+            except OSError:
+                content = b"unreadable"
+            digest.update(f"{rel}\0{len(content)}\0".encode())
+            digest.update(content)
+    return digest.hexdigest()
 
 
-def _stat(path: str | None) -> str:
-    try:
-        st = os.stat(path)
-    except (OSError, TypeError):
-        return f"{path}: not found"
-    return f"{path} {st.st_mtime_ns} {st.st_size}"
-
-
-def cache_key() -> str:
-    """The key of the catalogue of this environment: it changes whenever the catalogue may (see the module's doc)."""
+def _version(dist: str) -> str:
     from importlib import metadata
-    from importlib.util import find_spec
 
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _dist_name(ep) -> str:
+    """The name of the distribution declaring ``ep`` (attnlab where none does: a source tree pip never installed)."""
+    dist = getattr(ep, "dist", None)
+    return (getattr(dist, "name", None) or "attnlab") if dist is not None else "attnlab"
+
+
+def basis() -> dict[str, str]:
+    """What the key holds besides the entry points and the sources: the versions of Python, attnlab, pydantic and
+    annotated_types."""
     import attnlab
 
-    parts = [f"format {FORMAT}", f"python {sys.version}", f"attnlab {attnlab.__version__}"]
-    for package in ("pydantic", "annotated_types"):  # how a config field's type and bounds read
-        try:
-            spec = find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        parts.append(f"{package}: {_stat(spec.origin if spec is not None else None)}")
-    packages, dists = {"attnlab"}, {}
+    return {"format": str(FORMAT), "python": f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}",
+            "attnlab": attnlab.__version__, **{dist: _version(dist) for dist in ("pydantic", "annotated_types")}}
+
+
+def cache_key(*, own_only: bool = False) -> str:
+    """The key of the catalogue of this environment: it changes whenever the catalogue may (see the module's doc).
+    ``own_only``: the key of this environment with its plugins left out (attnlab's own entry points alone), the key
+    :data:`SHIPPED` is written under."""
+    from importlib import metadata
+
+    parts = [f"{k} {v}" for k, v in basis().items()]  # pydantic and annotated_types: how a field's type reads
+    packages, dists, seen = {"attnlab"}, {}, set()
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value)):
+        name = _dist_name(ep)
+        if (own_only and name != "attnlab") or (ep.name, ep.value) in seen:
+            continue
+        seen.add((ep.name, ep.value))  # a distribution seen twice on sys.path counts once, as in the registry
         parts.append(f"entry point {ep.name}={ep.value}")
         packages.add(ep.value.split(":", 1)[0].split(".", 1)[0].strip())
         dist = getattr(ep, "dist", None)
-        if dist is not None and id(dist) not in dists:
-            dists[id(dist)] = dist
+        if dist is not None and name != "attnlab" and name not in dists:
+            dists[name] = dist
             # the distribution's metadata and entry points as written (its name and version, unparsed: cheaper)
-            parts += [f"{name}: {dist.read_text(name)}" for name in ("METADATA", "entry_points.txt")]
-    for package in sorted(packages):
-        parts += _package_files(package)
+            parts += [f"{name} {file}: {dist.read_text(file)}" for file in ("METADATA", "entry_points.txt")]
+    parts += [f"{package}: {source_digest(package)}" for package in sorted(packages)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
@@ -153,12 +179,14 @@ def _read(path: Path, key: str) -> list[Entry] | None:
         return None
 
 
+def _as_dict(e: Entry) -> dict:
+    return {**asdict(e), "fields": None if e.fields is None else [asdict(f) for f in e.fields]}
+
+
 def _write(path: Path, key: str, entries: list[Entry]) -> None:
     """Write the catalogue atomically (a temporary file beside it, renamed into place); never raises. Keeps the
     :data:`KEEP` most recent catalogue files of the directory."""
-    data = {"format": FORMAT, "key": key,
-            "presets": [{**asdict(e), "fields": None if e.fields is None else [asdict(f) for f in e.fields]}
-                        for e in entries]}
+    data = {"format": FORMAT, "key": key, "presets": [_as_dict(e) for e in entries]}
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,8 +246,29 @@ def _build(prepare: Callable[[], None] | None) -> list[Entry]:
 
 
 def _cached() -> list[Entry] | None:
+    """The catalogue of this environment's key: the cache directory's, else the shipped one (whose key is that of
+    attnlab alone, so it is read only where no plugin is installed), else None."""
     key = cache_key()
-    return _read(cache_path(key), key)
+    found = _read(cache_path(key), key)
+    return found if found is not None else _read(SHIPPED, key)
+
+
+def own_entries() -> list[Entry]:
+    """The catalogue of attnlab's own presets, built from the live registry (a plugin's presets left out)."""
+    from attnlab.registry import PAPERS, all_presets
+
+    return [_entry(p) for p in all_presets().values() if p.paper in PAPERS]
+
+
+def write_shipped(path: Path = SHIPPED, key: str | None = None) -> Path:
+    """Write :data:`SHIPPED` (or ``path``): :func:`own_entries` under ``key`` (default :func:`cache_key`
+    ``(own_only=True)``, that of attnlab alone), with the digest of attnlab's sources it was built from (a test
+    checks that both still hold)."""
+    key = key or cache_key(own_only=True)
+    data = {"format": FORMAT, "key": key, "sources": source_digest("attnlab"), "basis": basis(),
+            "presets": [_as_dict(e) for e in own_entries()]}
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+    return path
 
 
 def presets(prepare: Callable[[], None] | None = None) -> list:
