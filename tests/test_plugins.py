@@ -46,6 +46,20 @@ def test_attnlabs_own_papers_register_through_the_entry_point_group():
     assert set(BUILTIN) <= papers
 
 
+def test_the_catalogue_order_does_not_depend_on_which_preset_was_asked_for_first():
+    """all_presets lists the papers in the entry points' order even where a later paper's preset was loaded first
+    (get_preset loads one paper): the shipped catalogue and ``attnlab list`` compare equal whatever ran before."""
+    code = textwrap.dedent("""
+        from attnlab import registry
+        registry.get_preset("bruno-alignment"); registry.get_preset("sakai-vary-width")
+        papers = [p.paper for p in registry.all_presets().values()]
+        print(",".join(dict.fromkeys(papers)))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().split(",")[:len(BUILTIN)] == list(BUILTIN), res.stdout
+
+
 @pytest.mark.parametrize("kind", ["import error", "duplicate name", "contract"])
 def test_a_broken_plugin_costs_one_line_and_never_the_builtin_presets(tmp_path, kind):
     modules = {

@@ -364,9 +364,13 @@ def _load_entry_point(ep) -> None:
 def all_presets() -> dict[str, Preset]:
     """Every registered preset, by name: the papers of every installed distribution's entry points
     (:data:`ENTRY_POINT_GROUP`), attnlab's own first, in the order of :data:`PAPERS`."""
-    for ep in _entry_points():
+    group = _entry_points()
+    for ep in group:
         _load_entry_point(ep)
-    return dict(_REGISTRY)
+    # the registration order depends on which presets the process asked for first (get_preset loads one paper):
+    # the catalogue's order is that of the entry points, each paper's presets in the order it registered them
+    rank = {ep.name: i for i, ep in enumerate(group)}
+    return dict(sorted(_REGISTRY.items(), key=lambda item: rank.get(item[1].paper, len(rank))))
 
 
 def get_preset(name: str) -> Preset:
