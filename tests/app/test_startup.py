@@ -108,6 +108,35 @@ def test_cached_unknown_preset_is_the_same_one_line_error(warm):
     assert err.strip() == "error: unknown preset 'marion-nope' (run 'attnlab list' to see them)"
 
 
+DEFERRED = ("diffrax", "scipy.integrate", "scipy.optimize", "scipy.sparse.csgraph", "scipy.special")
+"""Modules the papers import where they use them, not when their presets load (each costs a tenth of a second or
+more at every preset's start)."""
+
+
+@pytest.mark.parametrize("paper", ["marion", "dohmatob", "duranthon", "sakai", "bruno"])
+def test_loading_a_papers_presets_imports_none_of_the_deferred_modules(paper):
+    code = f"import sys, attnlab.{paper}.presets; print([m for m in {DEFERRED!r} if m in sys.modules])"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_the_deferred_imports_are_made_by_the_functions_that_use_them():
+    """The control of the test above: the functions that use them import them and compute (E[max of 2 N(0, 1)] =
+    1/sqrt(pi); the angle of two particles shrinks; the dominant mode; one cluster of identical tokens)."""
+    code = textwrap.dedent("""
+        import math, sys
+        import numpy as np
+        from attnlab.bruno import observables, reduced
+        from attnlab.duranthon import population
+        print(abs(population.expected_max_gaussian(2) - 1 / math.sqrt(math.pi)) < 1e-9,
+              float(reduced.two_point_angle(1.0, [0.5], 1.0)[0]) < 1.0, reduced.dominant_mode(2.0) >= 1,
+              observables.clusters(np.tile([[1.0, 0.0]], (50, 1)), beta=4.0)[0] == 1)
+        print([m for m in ("scipy.integrate", "scipy.sparse.csgraph", "scipy.special") if m not in sys.modules])
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.stdout.split("\n")[:2] == ["True True True True", "[]"], res.stdout + res.stderr
+
+
 def test_import_attnlab_is_lazy_and_keeps_its_names():
     code = textwrap.dedent("""
         import sys

@@ -14,7 +14,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import eval_legendre
 
 __all__ = [
     "uniform_sphere",
@@ -89,6 +88,8 @@ def heat_kernel_s2_cos_density(u, tau: float, lmax: int | None = None):
 
         p(u) = sum_l (2l + 1) / 2 * exp(-l (l + 1) tau) P_l(u)      (Legendre series; integrates to 1).
     """
+    from scipy.special import eval_legendre  # here, not with the paper: only the S^2 heat draws need it
+
     if lmax is None:
         lmax = int(12 / np.sqrt(max(tau, 1e-6))) + 20
     u = np.asarray(u, dtype=float)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.sparse.csgraph import connected_components
 
 from attnlab.bruno import circle
 from attnlab.bruno.attention import log_normalizer
@@ -89,6 +88,8 @@ def clusters(x, beta: float, c: float = 1.0, sample: int = 2000, min_mass: float
     stragglers). Components with mass < ``min_mass`` are dropped. Returns (count, centres, masses) sorted by
     azimuth angle of the centre.
     """
+    from scipy.sparse.csgraph import connected_components  # here, not with the paper: only clustering needs it
+
     x = np.asarray(x, float)
     if x.ndim != 2 or x.shape[0] < 1:
         raise ValueError(f"tokens must have shape (N, d) with N >= 1 (got {x.shape})")

@@ -27,9 +27,8 @@ r"""Reduced models of the three phases (Bruno, Pasqualotto, Agazzi, arXiv 2509.2
 from __future__ import annotations
 
 import numpy as np
-from scipy.integrate import solve_ivp
-from scipy.linalg import expm
-from scipy.special import ive
+
+# scipy's integrate, linalg and special are imported by the functions that use them, not with the paper
 
 __all__ = [
     "alignment_closed_form",
@@ -57,6 +56,8 @@ __all__ = [
 
 def alignment_closed_form(x0, V, t):
     """normalize(e^{tV} x0) for rows x0 (N, d): the Q = K = Id alignment-phase limit at time t."""
+    from scipy.linalg import expm
+
     y = np.asarray(x0) @ expm(t * np.asarray(V, dtype=float)).T
     return y / np.linalg.norm(y, axis=-1, keepdims=True)
 
@@ -207,6 +208,8 @@ def pairing_time(ci, cj, beta: float):
 def two_point_angle(theta0, t, beta: float):
     """Angle between two SA particles (Q = K = V = Id, N = 2) at times t, solving exactly
     theta' = -2 sin(theta) e^{beta cos theta} / (e^beta + e^{beta cos theta})."""
+    from scipy.integrate import solve_ivp
+
     def rhs(_, th):
         return -2 * np.sin(th) / (1 + np.exp(beta * (1 - np.cos(th))))
 
@@ -225,6 +228,8 @@ def equiangular_rhs(rho, beta: float, n: int, normalization: str = "sa"):
 
 def equiangular_rho(rho0: float, t, beta: float, n: int, normalization: str = "sa"):
     """Solve the equiangular ODE to times t (rtol 1e-11)."""
+    from scipy.integrate import solve_ivp
+
     sol = solve_ivp(lambda _, r: equiangular_rhs(r, beta, n, normalization), (0, float(np.max(t))), [rho0],
                     t_eval=np.atleast_1d(t), rtol=1e-11, atol=1e-13, method="DOP853")
     return sol.y[0]
@@ -232,6 +237,8 @@ def equiangular_rho(rho0: float, t, beta: float, n: int, normalization: str = "s
 
 def dominant_mode(beta: float, kmax: int = 50) -> int:
     """k* = argmax_k k^2 I_k(beta) (I_k the modified Bessel function), the first mode to grow on S^1."""
+    from scipy.special import ive
+
     ks = np.arange(1, kmax + 1)
     return int(ks[np.argmax(ks**2 * ive(ks, beta))])
 
@@ -249,6 +256,8 @@ def meanfield_s1(density0, t, beta: float, gamma: int = -1, dt: float | None = N
     variance v. ``density0`` holds the density on M equispaced points theta_k = 2 pi k / M; classical RK4 in time with
     a step below the spectral stability bound; returns the densities at the times ``t`` (len(t), M).
     """
+    from scipy.special import ive
+
     mu = np.asarray(density0, float).copy()
     m = mu.size
     ks = np.fft.rfftfreq(m, 1.0 / m)

@@ -24,7 +24,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.optimize
 
 from attnlab import programs
 from attnlab.duranthon.activations import Activation
@@ -116,6 +115,8 @@ def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gto
     """Minimise the objective of :func:`erm_objective` from (k0, v0) by L-BFGS-B (float64, jitted value and gradient;
     stops at |grad| <= ``gtol`` or after ``max_iter`` iterations, reported in ``ERMResult.converged``/``status``;
     after a failed line search it restarts once from the point reached)."""
+    import scipy.optimize
+
     if lam_k < 0 or lam_v < 0:
         raise ValueError(f"regularisations must be >= 0, got lambda_k={lam_k}, lambda_v={lam_v}")
     D = X.shape[-1]

@@ -34,9 +34,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.integrate
-import scipy.optimize
-import scipy.special
 
 from attnlab import programs
 from attnlab.duranthon.activations import Activation, activation
@@ -50,6 +47,8 @@ __all__ = ["softmax_pair_risk", "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_
 
 def _pair_bayes(c: float, shift: float) -> float:
     """E[1/(2 cosh^2(c delta/2))], delta ~ N(shift, 2) (the L = 2 Bayes risk), by adaptive quadrature."""
+    import scipy.integrate
+
     if math.isinf(c):
         return 0.0
     if c == 0.0:
@@ -70,6 +69,8 @@ def softmax_pair_risk(kappa, model: str, nu) -> float:
     """Noiseless risk ``1 - A^2/B`` of softmax attention with key scale kappa (s_k = 0) at L = 2, by quadrature:
     ``sigma_{eps*} = sigmoid(kappa delta)`` and ``|sigma|^2 = 1 - 2 sigmoid(kappa delta) sigmoid(-kappa delta)`` with
     ``delta = chi*_{eps*} - chi*_other ~ N(sqrt(nu), 2)`` (spiked) [max-SLR needs the tilted law: not handled]."""
+    import scipy.integrate
+
     nu = check_model(model, nu)
     if model != "spiked":
         raise ValueError("softmax_pair_risk handles spiked-SLR only")
@@ -164,6 +165,9 @@ _SQRT_2PI = np.sqrt(2 * np.pi)
 
 def expected_max_gaussian(L: int) -> float:
     """E[max of L i.i.d. N(0, 1)] by quadrature (0, 1/sqrt(pi), 3/(2 sqrt(pi)), ...)."""
+    import scipy.integrate
+    import scipy.special
+
     if L == 1:
         return 0.0
     # the standard normal density and distribution function as scipy.stats.norm computes them (importing
@@ -299,6 +303,8 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
                       kappa_max: float = 30.0, optimise_c: bool = True) -> OptimalScale:
     """Minimise ``1 - A^2/B`` over the key scale kappa in [0, kappa_max] (s_k = 0), and over the erf
     shift c when ``act`` is erf and ``optimise_c``; on frozen samples, then re-evaluated on fresh ones."""
+    import scipy.optimize
+
     nu = check_model(model, nu)
     if kappa_max <= 0:
         raise ValueError(f"kappa_max must be > 0, got {kappa_max}")

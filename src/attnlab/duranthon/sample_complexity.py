@@ -40,7 +40,6 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
-import scipy.optimize
 import xarray as xr
 
 from attnlab.duranthon.activations import activation
@@ -111,6 +110,8 @@ def _optimal_lambda(act, model, nu, L, alpha, sets, grid, by_g, eligible, k_risk
     (:func:`attnlab.duranthon.replica.rescaled_start`: the hats do not depend on lambda). lambda* is the zero of
     lowest E, unless an eligible grid end with dE/dlambda pointing outwards (> 0 at the smallest lambda, < 0 at the
     largest) has a lower E ("at_grid_edge"); "no_bracket" when there is neither."""
+    import scipy.optimize
+
     asc = np.argsort(grid)
     lams = np.asarray(grid, dtype=np.float64)
     n_sets = len(sets)
