@@ -431,3 +431,67 @@ def test_rank_one_tolerance_is_twenty_updates_times_the_unit_round_off():
     assert ts.rank_one_tolerance(tp.SingleHeadConfig()) == pytest.approx(20 * 8000 * 2.0 ** -24, rel=1e-15)
     assert ts.rank_one_tolerance(tp.SingleHeadConfig(precision="float64")) == pytest.approx(
         20 * 8000 * 2.0 ** -53, rel=1e-15)
+
+
+def _faithful_t3_dataset(table, tail_shift: float = 0.0):
+    """The notebook model's logs as a faithful multi-head run holds them: the final kappa table ``table`` (run 10's
+    final entries from its tail) and run 10's last five logs equal to the notebook's printed tail moved by
+    ``tail_shift``. In run 10 head 2 is aligned with direction 1 and head 1 with direction 2 (the printed table)."""
+    tail = tp.NOTEBOOK_T3["run10_tail"]
+    steps = [1, *tail["step"]]
+    dims = ("model", "step", "run", "head", "direction")
+    kappa = np.broadcast_to(np.asarray(table, float), (1, len(steps), 10, 2, 2)).copy()
+    nu = np.full_like(kappa, 0.2)
+    risk = np.full((1, len(steps), 10), 0.1)
+    kappa[0, 1:, 9, 1, 0], kappa[0, 1:, 9, 0, 1] = np.asarray(tail["kappa"]) + tail_shift
+    nu[0, 1:, 9, 1, 0], nu[0, 1:, 9, 0, 1] = np.asarray(tail["nu"]) + tail_shift
+    risk[0, 1:, 9] = np.asarray(tail["excess_risk"]) + tail_shift
+    return xr.Dataset({"kappa_notebook": (dims, kappa), "nu_notebook": (dims, nu),
+                       "test_excess_risk": (dims[:3], risk)}, coords={"model": ["notebook"], "step": steps})
+
+
+def test_faithful_multihead_bounds_follow_the_training_precision():
+    """Trained in float32, a faithful T3 run and the notebook's float32 print are two float32 trainings: the bound is
+    5 sqrt(2) times the measured round-off spread (FAITHFUL_SPREAD_F32); float64 keeps FAITHFUL_DRIFT. The default
+    precision is the notebook's float32. Checks on a synthetic notebook log: moved by half a bound they pass with
+    their controls rejected, by twice a bound they fail."""
+    assert tp.MultiHeadConfig().precision == "float32" and tp.SingleHeadConfig().precision == "float32"
+    for part in ("table", "tail"):
+        tol, basis = tp.faithful_bound("float32", part)
+        assert tol == pytest.approx(5 * math.sqrt(2) * tp.FAITHFUL_SPREAD_F32[part], rel=1e-15)
+        assert "FAITHFUL_SPREAD_F32" in basis
+        assert tp.faithful_bound("float64", part) == (tp.FAITHFUL_DRIFT, pytest.approx(tp.faithful_bound(
+            "float64", part)[1]))
+    table = tp.NOTEBOOK_T3["kappa"]
+    exact = ts._faithful_checks_t3(_faithful_t3_dataset(table), "float32")
+    assert exact[0].simulation < 1e-4 and exact[1].simulation < 1e-12  # the construction holds the printed numbers
+    tol_table, tol_tail = tp.faithful_bound("float32", "table")[0], tp.faithful_bound("float32", "tail")[0]
+    # the control (heads exchanged) lies far outside the float32 bound
+    assert np.max(np.abs(table - table[:, ::-1])) > 10 * tol_table
+    for factor, passes in ((0.5, True), (2.0, False)):
+        moved = table + factor * tol_table * np.where(np.arange(40).reshape(10, 2, 2) % 2, 1.0, -1.0)
+        ds = _faithful_t3_dataset(moved, tail_shift=factor * tol_tail)
+        checks = ts._faithful_checks_t3(ds, "float32")
+        assert len(checks) == 2
+        assert [c.passed for c in checks] == [passes, passes], [(c.name, c.simulation, c.tolerance) for c in checks]
+        assert all(c.control_rejected for c in checks)
+    # float64 keeps its own bound: the half float32 bound exceeds FAITHFUL_DRIFT and fails there
+    assert 0.5 * tol_table > tp.FAITHFUL_DRIFT
+    ds = _faithful_t3_dataset(table + 0.5 * tol_table)
+    assert [c.passed for c in ts._faithful_checks_t3(ds, "float64")] == [False, True]
+
+
+def test_the_round_off_spread_tool_moves_float32_runs_by_round_off_only():
+    """tools/round_off_spread.py, the basis of FAITHFUL_SPREAD_F32, on 300 updates: the replica moved by one ulp
+    differs from replica 0 (the preset's initial weights) in float32 by more than float64 round-off and far less than
+    the alignments themselves, in float64 by float64 round-off only; the two precisions agree to float32's spread."""
+    from tool_modules import load_tool
+
+    tool = load_tool("round_off_spread")
+    f32 = tool.replicas(2, "float32", n_steps=300)
+    assert f32["steps"] == [1, 101, 201]
+    gap32 = np.max(np.abs(f32["kappa"][1] - f32["kappa"][0]))
+    assert 1e-9 < gap32 < 1e-3
+    f64 = tool.replicas(2, "float64", n_steps=300)
+    assert np.max(np.abs(f64["kappa"][1] - f64["kappa"][0])) < 1e-9
+    assert np.max(np.abs(f64["kappa"][0] - f32["kappa"][0])) < 1e-3

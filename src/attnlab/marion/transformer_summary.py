@@ -17,6 +17,7 @@ from attnlab.marion.transformer_preset import (
     NOTEBOOK_T2,
     NOTEBOOK_T3,
     TransformerConfig,
+    faithful_bound,
 )
 from attnlab.registry import Check, mean_se
 
@@ -99,7 +100,7 @@ def summarize(ds: xr.Dataset, cfg: TransformerConfig):
     if cfg.at_notebook_sizes() and "notebook" in labels:
         checks += _reference_checks_t2(ds, cfg) if cfg.N_HEADS == 1 else _reference_checks_t3(ds, cfg)
     if int(ds.attrs.get("faithful_runs", 0)):
-        checks += _faithful_checks_t2(ds) if cfg.N_HEADS == 1 else _faithful_checks_t3(ds)
+        checks += _faithful_checks_t2(ds) if cfg.N_HEADS == 1 else _faithful_checks_t3(ds, cfg.precision)
     return metrics, checks
 
 
@@ -242,8 +243,9 @@ def _faithful_checks_t2(ds) -> list[Check]:
     return out
 
 
-def _faithful_checks_t3(ds) -> list[Check]:
-    """The notebook model's runs against the multi-head notebook's printed final table and run-10 tail."""
+def _faithful_checks_t3(ds, precision: str) -> list[Check]:
+    """The notebook model's runs against the multi-head notebook's printed final table and run-10 tail, within the
+    bounds :func:`~attnlab.marion.transformer_preset.faithful_bound` gives the training ``precision``."""
     sel = ds.sel(model="notebook")
     k = np.asarray(sel.kappa_notebook.values)
     steps = list(ds.step.values)
@@ -251,11 +253,11 @@ def _faithful_checks_t3(ds) -> list[Check]:
     out = []
     if steps[-1] == tail["step"][-1]:
         table = NOTEBOOK_T3["kappa"]
+        tol, basis = faithful_bound(precision, "table")
         out.append(Check.where_finite(
             "faithful runs: final |e_1^a . k*_j| vs the notebook's printed table, max |difference|",
-            theory=0.0, simulation=float(np.max(np.abs(k[-1] - table))), tolerance=FAITHFUL_DRIFT,
-            basis="the drift between platforms of a faithful rerun (FAITHFUL_DRIFT)",
-            control="the table with the two heads exchanged",
+            theory=0.0, simulation=float(np.max(np.abs(k[-1] - table))), tolerance=tol,
+            basis=basis, control="the table with the two heads exchanged",
             control_simulation=float(np.max(np.abs(k[-1] - table[:, ::-1])))))
     if all(s in steps for s in tail["step"]):
         idx = [steps.index(s) for s in tail["step"]]
@@ -267,10 +269,10 @@ def _faithful_checks_t3(ds) -> list[Check]:
                                    mh.matched(kk[idx], swap).T.reshape(-1), mh.matched(nn[idx], swap).T.reshape(-1)])
 
         ref = np.concatenate([tail["excess_risk"], np.reshape(tail["kappa"], -1), np.reshape(tail["nu"], -1)])
+        tol, basis = faithful_bound(precision, "tail")
         out.append(Check.where_finite(
             "faithful run 10: last five logs (excess risk, matched kappa and nu) vs the notebook, max |difference|",
-            theory=0.0, simulation=float(np.max(np.abs(curves(9) - ref))), tolerance=FAITHFUL_DRIFT,
-            basis="the drift between platforms of a faithful rerun (FAITHFUL_DRIFT)",
+            theory=0.0, simulation=float(np.max(np.abs(curves(9) - ref))), tolerance=tol, basis=basis,
             control="run 9's last five logs", control_simulation=float(np.max(np.abs(curves(8) - ref)))))
     return out
 
