@@ -21,7 +21,7 @@ from attnlab.marion.transformer_preset import (
 )
 from attnlab.registry import Check, mean_se
 
-__all__ = ["headline", "matched_curves", "rank_one_tolerance", "summarize", "finding"]
+__all__ = ["headline", "matched_curves", "rank_one_tolerance", "tail_reference", "tail_curves", "summarize", "finding"]
 
 
 def rank_one_tolerance(cfg: TransformerConfig) -> float:
@@ -243,6 +243,24 @@ def _faithful_checks_t2(ds) -> list[Check]:
     return out
 
 
+def tail_reference() -> np.ndarray:
+    """The multi-head notebook's printed run-10 tail as one vector: excess risk at its last five logs, then the
+    matched ``kappa`` curves h = 1, 2, then the matched ``nu`` curves."""
+    tail = NOTEBOOK_T3["run10_tail"]
+    return np.concatenate([tail["excess_risk"], np.reshape(tail["kappa"], -1), np.reshape(tail["nu"], -1)])
+
+
+def tail_curves(kappa, nu, risk, steps, run: int) -> np.ndarray:
+    """Run ``run``'s values at the logs of the notebook's printed tail, ordered as :func:`tail_reference`: heads
+    matched to directions by the notebook's head-1 rule at the last log. ``kappa`` and ``nu`` have axes (log, run,
+    head, direction), ``risk`` (log, run), ``steps`` the logged steps."""
+    idx = [list(steps).index(s) for s in NOTEBOOK_T3["run10_tail"]["step"]]
+    kk, nn = kappa[:, run], nu[:, run]
+    swap = mh.match_swap(kk[-1], "head1")
+    return np.concatenate([risk[idx, run], mh.matched(kk[idx], swap).T.reshape(-1),
+                           mh.matched(nn[idx], swap).T.reshape(-1)])
+
+
 def _faithful_checks_t3(ds, precision: str) -> list[Check]:
     """The notebook model's runs against the multi-head notebook's printed final table and run-10 tail, within the
     bounds :func:`~attnlab.marion.transformer_preset.faithful_bound` gives the training ``precision``."""
@@ -260,15 +278,12 @@ def _faithful_checks_t3(ds, precision: str) -> list[Check]:
             basis=basis, control="the table with the two heads exchanged",
             control_simulation=float(np.max(np.abs(k[-1] - table[:, ::-1])))))
     if all(s in steps for s in tail["step"]):
-        idx = [steps.index(s) for s in tail["step"]]
+        nu, risk = np.asarray(sel.nu_notebook.values), np.asarray(sel.test_excess_risk.values)
 
         def curves(run):
-            kk, nn = k[:, run], np.asarray(sel.nu_notebook.values)[:, run]
-            swap = mh.match_swap(kk[-1], "head1")
-            return np.concatenate([np.asarray(sel.test_excess_risk.values)[idx, run],
-                                   mh.matched(kk[idx], swap).T.reshape(-1), mh.matched(nn[idx], swap).T.reshape(-1)])
+            return tail_curves(k, nu, risk, steps, run)
 
-        ref = np.concatenate([tail["excess_risk"], np.reshape(tail["kappa"], -1), np.reshape(tail["nu"], -1)])
+        ref = tail_reference()
         tol, basis = faithful_bound(precision, "tail")
         out.append(Check.where_finite(
             "faithful run 10: last five logs (excess risk, matched kappa and nu) vs the notebook, max |difference|",
