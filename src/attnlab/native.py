@@ -96,12 +96,13 @@ def disabled() -> bool:
     return os.environ.get("ATTNLAB_NATIVE", "1").lower() in ("0", "off", "false", "no")
 
 
-def load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
+def load(src: Path, include: tuple[tuple[Path, Path], ...] = ()) -> tuple[ctypes.CDLL | None, str | None]:
     """``(library, None)`` for the compiled C file ``src``, or ``(None, reason)`` when it cannot be had (also while
-    :func:`disabled`)."""
+    :func:`disabled`). ``include``: headers ``(folder, path under it)`` the source includes besides ``_simd.h`` (each
+    folder passed with ``-I``, their contents part of the cache key)."""
     if disabled():
         return None, "disabled by ATTNLAB_NATIVE=0"
-    return _load(src)
+    return _load(src, tuple(include))
 
 
 def _load_passive(target: Path) -> ctypes.CDLL:
@@ -118,21 +119,24 @@ def _load_passive(target: Path) -> ctypes.CDLL:
 
 
 @functools.cache
-def _load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
+def _load(src: Path, include: tuple[tuple[Path, Path], ...] = ()) -> tuple[ctypes.CDLL | None, str | None]:
     cc = _compiler()
     if cc is None:
         return None, "no C compiler found ($CC, cc, gcc)"
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
-        key = hashlib.sha256(src.read_bytes() + _HEADER.read_bytes() + " ".join(FLAGS).encode() + version.encode()
-                             + os.uname().machine.encode() + target_features(cc).encode()).hexdigest()[:16]
+        headers = b"".join(root.joinpath(rel).read_bytes() for root, rel in include)
+        key = hashlib.sha256(src.read_bytes() + _HEADER.read_bytes() + headers + " ".join(FLAGS).encode()
+                             + version.encode() + os.uname().machine.encode()
+                             + target_features(cc).encode()).hexdigest()[:16]
         target = _cache_dir() / f"attnlab_{src.stem.lstrip('_')}_{key}.so"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
             os.close(fd)
             try:
-                res = subprocess.run([cc, *FLAGS, str(src), "-o", tmp, "-lm"], capture_output=True, text=True,
+                dirs = [f"-I{root}" for root in dict.fromkeys(root for root, _ in include)]
+                res = subprocess.run([cc, *FLAGS, *dirs, str(src), "-o", tmp, "-lm"], capture_output=True, text=True,
                                      timeout=300)
                 if res.returncode != 0:
                     last = (res.stderr.strip().splitlines() or ["?"])[-1]
@@ -147,15 +151,21 @@ def _load(src: Path) -> tuple[ctypes.CDLL | None, str | None]:
 
 
 class Kernel:
-    """One C kernel: ``Kernel(src, setup)`` compiles and loads ``src`` on first use and calls ``setup(lib)`` once (to
-    declare the ctypes signatures). :meth:`lib` gives the library or None, :meth:`available` whether it loaded,
-    :meth:`unavailable_reason` why not."""
+    """One C kernel: ``Kernel(src, setup, include=None)`` compiles and loads ``src`` on first use (with the headers
+    ``include()`` lists, :meth:`headers`) and calls ``setup(lib)`` once (to declare the ctypes signatures).
+    :meth:`lib` gives the library or None, :meth:`available` whether it loaded, :meth:`unavailable_reason` why
+    not."""
 
-    def __init__(self, src: Path, setup):
-        self.src, self._setup, self._done = src, setup, False
+    def __init__(self, src: Path, setup, include=None):
+        self.src, self._setup, self._done, self._include = src, setup, False, include
+
+    def headers(self) -> tuple[tuple[Path, Path], ...]:
+        """The extra headers ``(include folder, path under it)`` the source is compiled with (``include()``, called
+        at the first build: e.g. XLA's FFI header, found through JAX)."""
+        return tuple(self._include()) if self._include is not None else ()
 
     def lib(self) -> ctypes.CDLL | None:
-        lib, _ = load(self.src)
+        lib, _ = load(self.src, self.headers())
         if lib is not None and not self._done:
             self._setup(lib)
             self._done = True
@@ -165,7 +175,7 @@ class Kernel:
         return self.lib() is not None
 
     def unavailable_reason(self) -> str | None:
-        return load(self.src)[1]
+        return load(self.src, self.headers())[1]
 
     def require(self) -> ctypes.CDLL:
         """The library, or RuntimeError with the reason."""

@@ -157,6 +157,40 @@ def test_a_local_cluster_gives_its_workers_their_xla_flags_and_leaves_this_proce
     assert worker_flags.startswith(before or ""), "the user's flags come first and win"
 
 
+def _pinning(_):
+    """(pin_worker's core, the worker's name, every thread's cores) in a task on a worker."""
+    from distributed import get_worker
+
+    core = engine.pin_worker()
+    threads = {c for t in os.listdir("/proc/self/task") for c in os.sched_getaffinity(int(t))}
+    return core, get_worker().name, sorted(threads)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this platform")
+def test_a_local_clusters_workers_each_compute_on_a_core_of_their_own():
+    """Worker i of a local cluster runs, all its threads (XLA's thread pool included), on core i of the cores this
+    process may use (modulo their number): two workers' XLA pools no longer share every core. Control: an
+    in-process worker (no worker environment) is left as it was, on every core of this process."""
+    cores = sorted(os.sched_getaffinity(0))
+    client = engine.make_client(workers=2)
+    try:
+        workers = list(client.scheduler_info()["workers"])
+        got = [client.submit(_pinning, i, workers=[w], pure=False).result() for i, w in enumerate(workers)]
+    finally:
+        engine.close_client(client, own_cluster=True)
+    assert sorted(name for _, name, _ in got) == [0, 1]
+    for core, name, threads in got:
+        assert core == cores[name % len(cores)] and threads == [core], (core, name, threads, cores)
+    assert len({core for core, _, _ in got}) == min(2, len(cores))
+    assert sorted(os.sched_getaffinity(0)) == cores, "this process is left as it was"
+    client = engine.make_client(workers=1, processes=False)
+    try:
+        (core, _, threads), = [client.submit(_pinning, 0, pure=False).result()]
+    finally:
+        engine.close_client(client, own_cluster=True)
+    assert core is None and threads == cores
+
+
 def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_path):
     preset = get_preset("marion-manifold")
     grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])

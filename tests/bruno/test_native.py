@@ -45,17 +45,25 @@ def test_symmetric_sums_match_direct_sum(key, d, n):
     assert np.max(np.abs(acc - ref)) < 1e-5 * np.max(np.abs(ref))
 
 
+@pytest.mark.parametrize("path", ["xla", "callback"])
 @pytest.mark.parametrize("normalization", ["sa", "usa"])
 @pytest.mark.parametrize("beta", [1.0, 30.0, 200.0])
-def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization, monkeypatch):
+def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization, path, monkeypatch):
+    """Through the kernel's XLA FFI handler (counted when traced) and, where a build lacks it, through a Python
+    callback (counted when called)."""
     calls = []
-    kernel = native.symmetric_sums
+    name = "symmetric_sums_xla" if path == "xla" else "symmetric_sums"
+    kernel = getattr(native, name)
 
     def counted(*args):
         calls.append(1)
         return kernel(*args)
 
-    monkeypatch.setattr(native, "symmetric_sums", counted)
+    if path == "xla":
+        assert native.xla_target() is not None, "the kernel was built without its XLA handler"
+    else:
+        monkeypatch.setattr(native, "xla_target", lambda: None)
+    monkeypatch.setattr(native, name, counted)
     jax.clear_caches()  # a program compiled before would call the kernel it was traced with, not the counted one
     x = uniform_sphere(key, 777, 3)
     S = _spd(jax.random.fold_in(key, 2), 3, spread=0.5)
@@ -78,6 +86,39 @@ def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization, mo
     assert _rel(a, xla) < TOL32 * max(1.0, beta / 30)
     lz = log_normalizer(x, eye, S, beta, dtype=jnp.float32)
     assert float(jnp.max(jnp.abs(lz - log_normalizer_dense(x, eye, S, beta)))) < 1e-5 * beta + 1e-5
+
+
+@pytest.mark.parametrize("d,n", [(2, 1001), (3, 333), (8, 130)])
+def test_the_xla_handler_computes_the_callbacks_numbers_bit_for_bit(key, d, n):
+    """symmetric_sums_xla (XLA calls the kernel through its FFI handler, inside a compiled program, vmapped
+    sequentially) gives exactly symmetric_sums's float32 numbers, padding included. Control: another u differs."""
+    x = np.asarray(uniform_sphere(key, n, d), np.float32)
+    S = np.asarray(_spd(jax.random.fold_in(key, 1), d))
+    q2 = (20.0 * x @ S).astype(np.float32)
+    c = 0.5 * np.sum(q2 * x, 1)
+    u = np.random.default_rng(d).standard_normal((n, d + 1)).astype(np.float32)
+    want = native.symmetric_sums(q2, c, x, u)
+    got = np.asarray(jax.jit(native.symmetric_sums_xla)(q2, c, x, u))
+    assert got.shape == (n, d + 1) and got.dtype == np.float32 and np.array_equal(got, want)
+    batched = np.asarray(jax.jit(jax.vmap(native.symmetric_sums_xla))(q2[None], c[None], x[None], np.stack([u])))
+    assert np.array_equal(batched[0], want)
+    assert not np.array_equal(np.asarray(jax.jit(native.symmetric_sums_xla)(q2, c, x, 2 * u)), want)
+
+
+def test_the_native_path_runs_on_one_core():
+    """A process that may run on one core only (XLA's thread pool then has one thread, as in a sweep's pinned
+    worker) finishes a float32 flow of 10^4 tokens on the native path. Through a Python callback the same run hung
+    (2 s of CPU in 60 s): the callback's inputs were copies that only the pool's one thread, busy running the
+    callback's program, could make."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "import attnlab\n"
+            "run = attnlab.run('bruno-alignment', t_end=0.2, times=(0.1, 0.2))\n"
+            "assert run.implementations['attention'] == 'native', run.implementations\n"
+            "print(all(c.passed for c in run.checks))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 @pytest.mark.parametrize("d", [2, 4, 8])

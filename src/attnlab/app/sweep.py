@@ -43,7 +43,8 @@ from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
 
 __all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "worker_env", "WORKER_XLA_FLAGS",
-           "close_client", "collect", "write_sweep", "sweep_dir_name", "check_metric_name", "check_metrics", "quiet_workers"]
+           "WORKER_CORES_ENV", "pin_worker", "close_client", "collect", "write_sweep", "sweep_dir_name",
+           "check_metric_name", "check_metrics", "quiet_workers"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ def run_task(task: Task, root: str) -> dict[str, Any]:
         from attnlab.app.store import run_preset
         from attnlab.registry import get_preset
 
+        pin_worker()  # before this process's first computation sizes XLA's thread pool
         runtime.configure()
         import matplotlib
 
@@ -172,6 +174,44 @@ workers do not fight over cores and every task computes with the same threading 
 (bit-for-bit determinism)."""
 
 
+WORKER_CORES_ENV = "ATTNLAB_WORKER_CORES"
+"""The environment variable through which a local cluster gives its worker processes the cores to share out
+(comma-separated; those the starting process may run on): :func:`pin_worker`."""
+
+_pinned: list[int | None] = []
+
+
+def pin_worker() -> int | None:
+    """Pin this worker process, every thread of it, to one core: ``cores[name % len(cores)]`` of
+    :data:`WORKER_CORES_ENV`, for the worker named ``name`` (a LocalCluster names its workers 0, 1, ...). Once per
+    process; later calls return the same core.
+
+    Why: XLA's CPU client sizes the thread pool on which it splits a program's loops by the cores the process may
+    run on, and ``--xla_cpu_multi_thread_eigen=false`` (:data:`WORKER_XLA_FLAGS`) leaves that pool alone; unpinned,
+    every worker computed on every core, two workers' pools fought over two cores, and a task took up to twice its
+    time on one pinned core. Pinned before its first computation, a worker's pool has one thread: one XLA thread per
+    worker, as the determinism of a sweep assumes. Returns the core, or None where the variable is unset (a cluster
+    attnlab did not start), the worker's name is not an integer, or the platform cannot pin; the process is then
+    left as it was."""
+    if _pinned:
+        return _pinned[0]
+    core = None
+    try:
+        from distributed import get_worker
+
+        cores = [int(c) for c in os.environ.get(WORKER_CORES_ENV, "").split(",") if c.strip()]
+        name = get_worker().name
+        if cores and isinstance(name, int) and hasattr(os, "sched_setaffinity"):
+            core = cores[name % len(cores)]
+            for tid in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError):  # a thread that has just ended
+                    os.sched_setaffinity(int(tid), {core})
+    except (ImportError, ValueError, OSError):  # not on a worker, a malformed variable, no /proc
+        core = None
+    _pinned.append(core)
+    return core
+
+
 def worker_env() -> dict[str, str]:
     """The environment a local cluster's worker processes start with besides this process's: ``XLA_FLAGS`` with
     :data:`WORKER_XLA_FLAGS` (:func:`attnlab.runtime.xla_flags_with`). This process's own environment is left as
@@ -182,7 +222,8 @@ def worker_env() -> dict[str, str]:
 
 def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
-    ``workers`` single-threaded worker processes (default: one per core), or, for a GPU ``layout``
+    ``workers`` single-threaded worker processes (default: one per core, each pinned to a core of its own:
+    :func:`pin_worker`), or, for a GPU ``layout``
     (:class:`attnlab.app.scheduling.Layout`), its GPU and CPU workers (:func:`attnlab.app.scheduling.
     make_gpu_cluster`); the worker processes start with :func:`worker_env` (in-process workers, ``processes=False``,
     compute with this process's XLA as it is)."""
@@ -203,6 +244,8 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
             from attnlab.app.scheduling import make_gpu_cluster
 
             return Client(make_gpu_cluster(layout, env))
+        if processes and hasattr(os, "sched_getaffinity"):  # one core per worker (pin_worker)
+            env[WORKER_CORES_ENV] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
                                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                                silence_logs=50, **({"env": env} if processes else {}))

@@ -211,6 +211,71 @@ DEFINE_SYM(6)
 DEFINE_SYM(7)
 DEFINE_SYM(8)
 
+/* The same sums as an XLA FFI handler (``attnlab_sym_ffi``), called by XLA inside a compiled program (no Python
+   callback, no host transfer): args q (d, Np), c (Np,), x (d, Np), u (d + 1, Np); result out (d + 1, Np); all
+   float32, row-major. Built only where the build finds XLA's FFI C header (jax.ffi.include_dir()). */
+#if defined(__has_include)
+#if __has_include("xla/ffi/api/c_api.h")
+#include "xla/ffi/api/c_api.h"
+#define ATTNLAB_HAS_FFI 1
+
+static XLA_FFI_Error *ffi_error(const XLA_FFI_Api *api, const char *message) {
+    XLA_FFI_Error_Create_Args args = {XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, message,
+                                      XLA_FFI_Error_Code_INVALID_ARGUMENT};
+    return api->XLA_FFI_Error_Create(&args);
+}
+
+XLA_FFI_Error *attnlab_sym_ffi(XLA_FFI_CallFrame *frame) {
+    XLA_FFI_Extension_Base *ext = frame->extension_start;
+    if (ext != NULL && ext->type == XLA_FFI_Extension_Metadata) { /* registration: the FFI version of this build */
+        XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)ext)->metadata;
+        m->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
+        m->api_version.extension_start = NULL;
+        m->api_version.major_version = XLA_FFI_API_MAJOR;
+        m->api_version.minor_version = XLA_FFI_API_MINOR;
+        m->traits = 0;
+        m->state_type_id.type_id = 0;
+        return NULL;
+    }
+    if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    if (frame->args.size != 4 || frame->rets.size != 1) return ffi_error(frame->api, "attnlab_sym_ffi: 4 args, 1 result");
+    XLA_FFI_Buffer *q = (XLA_FFI_Buffer *)frame->args.args[0], *c = (XLA_FFI_Buffer *)frame->args.args[1];
+    XLA_FFI_Buffer *x = (XLA_FFI_Buffer *)frame->args.args[2], *u = (XLA_FFI_Buffer *)frame->args.args[3];
+    XLA_FFI_Buffer *out = (XLA_FFI_Buffer *)frame->rets.rets[0];
+    XLA_FFI_Buffer *all[5] = {q, c, x, u, out};
+    for (int i = 0; i < 5; i++)
+        if (all[i]->dtype != XLA_FFI_DataType_F32) return ffi_error(frame->api, "attnlab_sym_ffi: float32 only");
+    if (q->rank != 2 || x->rank != 2 || u->rank != 2 || c->rank != 1 || out->rank != 2)
+        return ffi_error(frame->api, "attnlab_sym_ffi: ranks (2, 1, 2, 2) -> 2");
+    const int64_t d = q->dims[0], Np = q->dims[1];
+    if (x->dims[0] != d || u->dims[0] != d + 1 || out->dims[0] != d + 1 || c->dims[0] != Np || x->dims[1] != Np
+        || u->dims[1] != Np || out->dims[1] != Np || Np % ATTNLAB_PAD || Np > 2147483647)
+        return ffi_error(frame->api, "attnlab_sym_ffi: shapes q (d, Np), c (Np,), x (d, Np), u (d+1, Np)");
+    const float *qp = q->data, *cp = c->data, *xp = x->data, *up = u->data;
+    float *op = out->data;
+    int status;
+    switch (d) {
+        case 2: status = attnlab_sym_d2((int)Np, qp, cp, xp, up, op); break;
+        case 3: status = attnlab_sym_d3((int)Np, qp, cp, xp, up, op); break;
+        case 4: status = attnlab_sym_d4((int)Np, qp, cp, xp, up, op); break;
+        case 5: status = attnlab_sym_d5((int)Np, qp, cp, xp, up, op); break;
+        case 6: status = attnlab_sym_d6((int)Np, qp, cp, xp, up, op); break;
+        case 7: status = attnlab_sym_d7((int)Np, qp, cp, xp, up, op); break;
+        case 8: status = attnlab_sym_d8((int)Np, qp, cp, xp, up, op); break;
+        default: return ffi_error(frame->api, "attnlab_sym_ffi: 2 <= d <= 8");
+    }
+    return status ? ffi_error(frame->api, "attnlab_sym_ffi: the kernel failed (padding or memory)") : NULL;
+}
+#endif
+#endif
+
+/* Whether this build has the FFI handler ``attnlab_sym_ffi``. */
+#if defined(ATTNLAB_HAS_FFI)
+int attnlab_sym_has_ffi(void) { return 1; }
+#else
+int attnlab_sym_has_ffi(void) { return 0; }
+#endif
+
 /* The padding of Np and the vector width this build uses (512: the AVX-512F variant above, 256: AVX2). */
 int attnlab_sym_pad(void) { return ATTNLAB_PAD; }
 int attnlab_sym_vector_bits(void) { return ATTNLAB_VECTOR_BITS; }

@@ -37,7 +37,8 @@ import numpy as np
 
 from attnlab import native as _build
 
-__all__ = ["available", "unavailable_reason", "symmetric_sums", "MAX_D", "vector_bits", "exp2_per_second"]
+__all__ = ["available", "unavailable_reason", "symmetric_sums", "symmetric_sums_xla", "xla_target", "MAX_D",
+           "vector_bits", "exp2_per_second"]
 
 MAX_D = 8
 
@@ -48,13 +49,25 @@ def _setup(lib):
         fn = getattr(lib, f"attnlab_sym_d{d}")
         fn.argtypes = [ctypes.c_int, ptr, ptr, ptr, ptr, ptr]
         fn.restype = ctypes.c_int
-    for name in ("attnlab_sym_pad", "attnlab_sym_vector_bits"):
+    for name in ("attnlab_sym_pad", "attnlab_sym_vector_bits", "attnlab_sym_has_ffi"):
         getattr(lib, name).argtypes, getattr(lib, name).restype = [], ctypes.c_int
     lib.attnlab_exp2_per_second.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_float)]
     lib.attnlab_exp2_per_second.restype = ctypes.c_double
 
 
-_KERNEL = _build.Kernel(Path(__file__).with_name("_attention_native.c"), _setup)
+def _ffi_header() -> list[tuple[Path, Path]]:
+    """XLA's FFI C header, found through JAX (``jax.ffi.include_dir()``), or none: the kernel is then built without
+    its FFI handler and :func:`xla_target` is None."""
+    import jax
+
+    root = Path(jax.ffi.include_dir())
+    rel = Path("xla/ffi/api/c_api.h")
+    return [(root, rel)] if (root / rel).is_file() else []
+
+
+_KERNEL = _build.Kernel(Path(__file__).with_name("_attention_native.c"), _setup, include=_ffi_header)
+XLA_TARGET = "attnlab_bruno_symmetric_sums"
+_registered: list[str | None] = []
 available = _KERNEL.available
 unavailable_reason = _KERNEL.unavailable_reason
 
@@ -88,6 +101,45 @@ def symmetric_sums(q2, c, x, u):
     if status != 0:
         raise RuntimeError(f"native kernel failed (status {status})")
     return out[:, :n].T.copy()
+
+
+def xla_target() -> str | None:
+    """The name of the kernel's XLA FFI handler (``attnlab_sym_ffi``), registered with JAX for the CPU on first call
+    (``jax.ffi.register_ffi_target``), or None where the kernel or its FFI handler is unavailable (built without
+    XLA's FFI header): callers then use a ``jax.pure_callback`` to :func:`symmetric_sums`."""
+    if not _registered:
+        lib = _KERNEL.lib()
+        name = None
+        if lib is not None and lib.attnlab_sym_has_ffi():
+            import jax
+
+            jax.ffi.register_ffi_target(XLA_TARGET, jax.ffi.pycapsule(lib.attnlab_sym_ffi), platform="cpu")
+            name = XLA_TARGET
+        _registered.append(name)
+    return _registered[0]
+
+
+def symmetric_sums_xla(q2, c, x, u):
+    """:func:`symmetric_sums` inside a compiled JAX program (traceable, vmapped sequentially): the inputs laid out
+    as the kernel reads them (structure of arrays, padded as :func:`symmetric_sums` pads them) and the kernel called
+    by XLA through its FFI handler (:func:`xla_target`, which must not be None), with no Python callback and no copy
+    to the host: the same numbers as :func:`symmetric_sums`. (A ``jax.pure_callback`` hands its inputs to Python as
+    arrays that XLA's thread pool must copy; with a pool of one thread, busy running the callback's program, that
+    copy never ran and the program hung.)"""
+    import jax
+    import jax.numpy as jnp
+
+    target = xla_target()
+    if target is None:
+        raise RuntimeError(f"the kernel's XLA handler is unavailable: {unavailable_reason() or 'built without it'}")
+    n, d = x.shape
+    pad = _KERNEL.require().attnlab_sym_pad()
+    n_pad = -(-n // pad) * pad
+    soa = lambda a, fill=0.0: jnp.pad(a.astype(jnp.float32).T, [(0, 0)] * (a.ndim - 1) + [(0, n_pad - n)],  # noqa: E731
+                                      constant_values=fill)
+    out = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((d + 1, n_pad), jnp.float32), vmap_method="sequential")(
+        soa(q2), soa(c, 1e30), soa(x), soa(u))
+    return out[:, :n].T
 
 
 def vector_bits() -> int | None:
