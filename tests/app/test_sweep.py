@@ -191,6 +191,29 @@ def test_a_local_clusters_workers_each_compute_on_a_core_of_their_own():
     assert core is None and threads == cores
 
 
+def _malloc_trim(_):
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+def test_a_local_clusters_workers_keep_glibcs_dynamic_malloc_thresholds(monkeypatch):
+    """make_client's workers start without Dask's MALLOC_TRIM_THRESHOLD_=65536 (which fixes glibc's thresholds:
+    every large buffer XLA frees is unmapped and faulted in again), and this process's environment does not get it
+    either. Control: a LocalCluster with Dask's defaults gives it to its worker and to this process."""
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)  # restored (unset or the user's value) afterwards
+    client = engine.make_client(workers=1)
+    try:
+        got = client.submit(_malloc_trim, 0, pure=False).result()
+    finally:
+        engine.close_client(client, own_cluster=True)
+    assert got is None and "MALLOC_TRIM_THRESHOLD_" not in os.environ
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=50) as cluster, Client(cluster) as plain:
+        assert plain.submit(_malloc_trim, 0, pure=False).result() == "65536"
+    assert os.environ.get("MALLOC_TRIM_THRESHOLD_") == "65536", "the control is void"
+
+
 def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_path):
     preset = get_preset("marion-manifold")
     grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])

@@ -43,7 +43,7 @@ from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
 
 __all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "worker_env", "WORKER_XLA_FLAGS",
-           "WORKER_CORES_ENV", "pin_worker", "close_client", "collect", "write_sweep", "sweep_dir_name",
+           "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_worker", "close_client", "collect", "write_sweep", "sweep_dir_name",
            "check_metric_name", "check_metrics", "quiet_workers"]
 
 
@@ -212,6 +212,14 @@ def pin_worker() -> int | None:
     return core
 
 
+NANNY_CONFIG: dict[str, Any] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+"""Dask configuration set while a local cluster starts: its nannies do not give the worker processes Dask's
+``MALLOC_TRIM_THRESHOLD_=65536`` (which they would also write into this process's environment). Set, the variable
+turns off glibc's dynamic thresholds, so that every buffer above 128 KiB that XLA allocates and frees is mapped
+and unmapped again: a transformer's training (T2, one core) took 1.22 ms per update with it and 0.95 ms without.
+The user's own ``MALLOC_TRIM_THRESHOLD_``, if set, is inherited as before."""
+
+
 def worker_env() -> dict[str, str]:
     """The environment a local cluster's worker processes start with besides this process's: ``XLA_FLAGS`` with
     :data:`WORKER_XLA_FLAGS` (:func:`attnlab.runtime.xla_flags_with`). This process's own environment is left as
@@ -234,11 +242,13 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
             return Client(scheduler, timeout="10s")
         except OSError as e:
             raise AttnlabError(f"cannot reach Dask scheduler {scheduler}: {e}") from None
+    import dask
+
     n = workers or os.cpu_count() or 1
     env = worker_env()
     # No dashboard: the scheduler's HTTP server (health and metrics routes, started even with
     # dashboard_address=None) listens on a free port, so Dask's "Port 8787 is already in use" warning never shows.
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), dask.config.set(NANNY_CONFIG):
         warnings.filterwarnings("ignore", message=".*already in use.*")
         if layout is not None and layout.on_gpu:
             from attnlab.app.scheduling import make_gpu_cluster

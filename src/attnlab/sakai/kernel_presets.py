@@ -38,6 +38,10 @@ PROJECTIONS = ("one token", "two tokens of a sequence", "two sequences", "random
 Z_TOL = 5.0  # every entry within 5 combined standard errors
 STACK_RESOLVED = 8.0  # the stack's draws stop once its checks' control lies this many combined SEs away (> Z_TOL)
 KS_ALPHA = 1e-3
+SHARED_PROGRAM_DRAWS = 10_000
+"""Below this many draws per call the samplers draw the largest H of the run's heads and use the first H (one
+compiled program serves every H: compilation dominates); from it on each call draws exactly its H heads (the draws
+dominate: 50 000 finite-width draws take 4.4 s with 16 heads drawn, 1.3 s with 4, 0.5 s with 1)."""
 
 
 class KernelConfig(ExperimentConfig):
@@ -156,6 +160,11 @@ class _Draws:
         return np.concatenate(self.v)
 
 
+def _padded_heads(n_draws: int, largest: int) -> int | None:
+    """The ``max_heads`` of a sampler call of ``n_draws`` draws (:data:`SHARED_PROGRAM_DRAWS`)."""
+    return largest if n_draws < SHARED_PROGRAM_DRAWS else None
+
+
 def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     """Every quantity of one data set."""
     m, s, d = cfg.n_sequences, cfg.n_tokens, cfg.token_dim
@@ -173,9 +182,10 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
            "kernel_stack": k2.mean, "kernel_stack_se": k2.se, "kernel_stack_linear": k2_lin.mean}
 
     # finite width, one layer: every width at H = n_heads, and every H at the largest width; these and the reference
-    # width's exact draws below come from one compiled program (n, H and the score scaling are traced values)
+    # width's exact draws below come from one compiled program per H drawn (n and the score scaling are traced
+    # values; H too below SHARED_PROGRAM_DRAWS draws per call)
     net = lambda k, n, H, scaling="sqrt": sample_network(k, U, n=n, n_heads=H, n_samples=N,  # noqa: E731
-                                                         max_heads=H_max, scaling=scaling)
+                                                         max_heads=_padded_heads(N, H_max), scaling=scaling)
     cov, cov_se, widest = [], [], None
     for i, n in enumerate(cfg.widths):
         Yf, C = net(jax.random.fold_in(ks[3], i), n, cfg.n_heads)
@@ -190,7 +200,7 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     for i, H in enumerate(cfg.heads):
         Yf, Cf = net(jax.random.fold_in(ks[4], i), cfg.law_width, H)
         Yl, Cl = sample_joint_limit(jax.random.fold_in(ks[5], i), K0, n_tokens=s, n_heads=H, n_samples=cfg.n_limit,
-                                    max_heads=H_max)
+                                    max_heads=_padded_heads(cfg.n_limit, H_max))
         Cf, Cl = np.asarray(Cf), np.asarray(Cl)
         Yf, Yl = np.asarray(Yf).reshape(N, M), np.asarray(Yl).reshape(cfg.n_limit, M)
         a, b = _mean_se(Cl)
@@ -231,7 +241,7 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
         for i, H in enumerate(Hs):
             kr = jax.random.fold_in(ks[6], i) if r == 0 else jax.random.fold_in(jax.random.fold_in(ks[6], i), r)
             lim[i].add(sample_joint_limit(kr, K0, n_tokens=s, n_heads=H, layers=STACK, n_samples=cfg.n_stack,
-                                          max_heads=max(Hs))[1])
+                                          max_heads=_padded_heads(cfg.n_stack, max(Hs)))[1])
         fin.add(sample_network(ks[7] if r == 0 else jax.random.fold_in(ks[7], r), U, n=n_max, n_heads=cfg.n_heads,
                                layers=STACK, n_samples=cfg.n_stack)[1])
         h1, h1_se = lim[Hs.index(1)].mean_se()
@@ -263,7 +273,8 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     gc, gc_se = _mean_se(Cc)
     # brute force against the joint law itself (n = inf, the same H); control: the law at 1/n scaling, the Gaussian
     # N(0, K_lin) of average pooling (drawn from its eigen-factor: K_lin has rank m)
-    Yl, _ = sample_joint_limit(ks[11], K0, n_tokens=s, n_heads=H_ref, n_samples=cfg.n_limit, max_heads=H_max)
+    Yl, _ = sample_joint_limit(ks[11], K0, n_tokens=s, n_heads=H_ref, n_samples=cfg.n_limit,
+                               max_heads=_padded_heads(cfg.n_limit, H_max))
     lam, V = np.linalg.eigh(k1_lin.mean)
     g = np.asarray(jax.random.normal(jax.random.fold_in(ks[11], 1), (cfg.n_limit, M)))
     plin = (g @ (V * np.sqrt(np.maximum(lam, 0.0))).T @ W.T).T
@@ -283,8 +294,8 @@ def _single(key, cfg: KernelConfig) -> dict:
     kern = attention_kernel(np.eye(s), key=k1, n_tokens=s, n_points=cfg.n_points, n_replicates=cfg.n_replicates)
     quad = limit_moments(s, "clip", 1)["second_moment"] if s <= 5 else math.nan
     N = cfg.n_limit
-    _, Cj = sample_joint_limit(k2, np.eye(s), n_tokens=s, n_heads=1, n_samples=N, max_heads=4)
-    _, Cc = sample_joint_limit(k4, np.eye(s), n_tokens=s, n_heads=4, n_samples=N, max_heads=4)
+    _, Cj = sample_joint_limit(k2, np.eye(s), n_tokens=s, n_heads=1, n_samples=N, max_heads=_padded_heads(N, 4))
+    _, Cc = sample_joint_limit(k4, np.eye(s), n_tokens=s, n_heads=4, n_samples=N, max_heads=_padded_heads(N, 4))
     _, Cs = sample_limit_tokens(k3, n_heads=1, n_tokens=s, activation="identity", n_samples=N)
     v = [np.asarray(C)[:, 0, 0] for C in (Cj, Cs, Cc)]
     return {"single_kernel": float(kern.mean[0, 0]), "single_kernel_se": float(kern.se[0, 0]),
