@@ -57,3 +57,13 @@ def test_an_ordinary_failure_is_not_retried(tmp_path):
     assert out.returncode == 1
     assert (tmp_path / "runs.txt").read_text() == "x"
     assert "a test worker crashed" not in out.stdout
+
+
+def test_an_xdist_worker_computes_on_one_core():
+    """Under pytest-xdist (make test), tests/conftest.py pins each worker, every thread of it, to one core before JAX
+    starts (gwN on core N modulo the cores), as a sweep pins its workers: XLA's thread pool then has one thread
+    instead of two workers' pools each spreading over every core."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not hasattr(os, "sched_getaffinity"):
+        pytest.skip("not a pytest-xdist worker, or no CPU affinity on this platform")
+    cores = {c for t in os.listdir("/proc/self/task") for c in os.sched_getaffinity(int(t))}
+    assert len(cores) == 1, cores

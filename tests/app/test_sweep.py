@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from attnlab.app import scheduling
 from attnlab.app import sweep as engine
 from attnlab.app.cli import main
 from attnlab.registry import get_preset
@@ -161,7 +162,7 @@ def _pinning(_):
     """(pin_worker's core, the worker's name, every thread's cores) in a task on a worker."""
     from distributed import get_worker
 
-    core = engine.pin_worker()
+    core = scheduling.pin_worker()
     threads = {c for t in os.listdir("/proc/self/task") for c in os.sched_getaffinity(int(t))}
     return core, get_worker().name, sorted(threads)
 

@@ -15,6 +15,7 @@ worker's queue, or on two CPU workers at the end of a reproduction).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -23,8 +24,8 @@ from typing import Any
 
 from attnlab import runtime
 
-__all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "visible_gpus", "choose_layout", "make_gpu_cluster",
-           "uses_native", "native_flags", "plan"]
+__all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_worker",
+           "visible_gpus", "choose_layout", "make_gpu_cluster", "uses_native", "native_flags", "plan"]
 
 GPU_ENV: dict[str, str] = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 """The environment of a GPU worker (besides ``CUDA_VISIBLE_DEVICES``): JAX allocates the GPU's memory as it needs it
@@ -33,6 +34,53 @@ instead of 75% of it at start. Not applied where the user set ``XLA_PYTHON_CLIEN
 
 CPU_ENV: dict[str, str] = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
 """The environment of a CPU worker in the GPU layout: JAX on the CPU only, no CUDA context."""
+
+WORKER_CORES_ENV = "ATTNLAB_WORKER_CORES"
+"""The environment variable through which a local cluster gives its worker processes the cores to share out
+(comma-separated; those the starting process may run on): :func:`pin_worker`."""
+
+_pinned: list[int | None] = []
+
+
+def pin_worker() -> int | None:
+    """Pin this worker process, every thread of it, to one core: ``cores[name % len(cores)]`` of
+    :data:`WORKER_CORES_ENV`, for the worker named ``name`` (a LocalCluster names its workers 0, 1, ...). Once per
+    process; later calls return the same core.
+
+    Why: XLA's CPU client sizes the thread pool on which it splits a program's loops by the cores the process may
+    run on, and ``--xla_cpu_multi_thread_eigen=false`` (:data:`attnlab.app.sweep.WORKER_XLA_FLAGS`) leaves that
+    pool alone; unpinned, every worker computed on every core, two workers' pools fought over two cores, and a
+    task took up to 1.4 times its time on one pinned core (XLA's splitting of small loops costs more than a second
+    thread gives). Pinned before its first computation, a worker's pool has one thread: one XLA thread per worker,
+    as the determinism of a sweep assumes. Returns the core, or None where the variable is unset (a cluster
+    attnlab did not start), the worker's name is not an integer, or the platform cannot pin; the process is then
+    left as it was."""
+    if _pinned:
+        return _pinned[0]
+    core = None
+    try:
+        from distributed import get_worker
+
+        cores = [int(c) for c in os.environ.get(WORKER_CORES_ENV, "").split(",") if c.strip()]
+        name = get_worker().name
+        if cores and isinstance(name, int) and hasattr(os, "sched_setaffinity"):
+            core = cores[name % len(cores)]
+            for tid in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError):  # a thread that has just ended
+                    os.sched_setaffinity(int(tid), {core})
+    except (ImportError, ValueError, OSError):  # not on a worker, a malformed variable, no /proc
+        core = None
+    _pinned.append(core)
+    return core
+
+
+NANNY_CONFIG: dict[str, Any] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+"""Dask configuration set while a local cluster starts: its nannies do not give the worker processes Dask's
+``MALLOC_TRIM_THRESHOLD_=65536`` (which they would also write into this process's environment). Set, the variable
+turns off glibc's dynamic thresholds, so that every buffer above 128 KiB that XLA allocates and frees is mapped
+and unmapped again: a transformer's training (T2, one core) took 1.22 ms per update with it and 0.95 ms without.
+The user's own ``MALLOC_TRIM_THRESHOLD_``, if set, is inherited as before."""
+
 
 # expected-s
 EXPECTED_S: dict[str, tuple[float, float]] = {

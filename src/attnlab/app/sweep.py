@@ -38,12 +38,13 @@ import xarray as xr
 
 from attnlab import runtime
 from attnlab.api import json_safe
+from attnlab.app.scheduling import NANNY_CONFIG, WORKER_CORES_ENV, pin_worker
 from attnlab.config import parse_value
 from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
 
 __all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "worker_env", "WORKER_XLA_FLAGS",
-           "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_worker", "close_client", "collect", "write_sweep", "sweep_dir_name",
+           "close_client", "collect", "write_sweep", "sweep_dir_name",
            "check_metric_name", "check_metrics", "quiet_workers"]
 
 
@@ -174,52 +175,6 @@ workers do not fight over cores and every task computes with the same threading 
 (bit-for-bit determinism)."""
 
 
-WORKER_CORES_ENV = "ATTNLAB_WORKER_CORES"
-"""The environment variable through which a local cluster gives its worker processes the cores to share out
-(comma-separated; those the starting process may run on): :func:`pin_worker`."""
-
-_pinned: list[int | None] = []
-
-
-def pin_worker() -> int | None:
-    """Pin this worker process, every thread of it, to one core: ``cores[name % len(cores)]`` of
-    :data:`WORKER_CORES_ENV`, for the worker named ``name`` (a LocalCluster names its workers 0, 1, ...). Once per
-    process; later calls return the same core.
-
-    Why: XLA's CPU client sizes the thread pool on which it splits a program's loops by the cores the process may
-    run on, and ``--xla_cpu_multi_thread_eigen=false`` (:data:`WORKER_XLA_FLAGS`) leaves that pool alone; unpinned,
-    every worker computed on every core, two workers' pools fought over two cores, and a task took up to twice its
-    time on one pinned core. Pinned before its first computation, a worker's pool has one thread: one XLA thread per
-    worker, as the determinism of a sweep assumes. Returns the core, or None where the variable is unset (a cluster
-    attnlab did not start), the worker's name is not an integer, or the platform cannot pin; the process is then
-    left as it was."""
-    if _pinned:
-        return _pinned[0]
-    core = None
-    try:
-        from distributed import get_worker
-
-        cores = [int(c) for c in os.environ.get(WORKER_CORES_ENV, "").split(",") if c.strip()]
-        name = get_worker().name
-        if cores and isinstance(name, int) and hasattr(os, "sched_setaffinity"):
-            core = cores[name % len(cores)]
-            for tid in os.listdir("/proc/self/task"):
-                with contextlib.suppress(OSError):  # a thread that has just ended
-                    os.sched_setaffinity(int(tid), {core})
-    except (ImportError, ValueError, OSError):  # not on a worker, a malformed variable, no /proc
-        core = None
-    _pinned.append(core)
-    return core
-
-
-NANNY_CONFIG: dict[str, Any] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
-"""Dask configuration set while a local cluster starts: its nannies do not give the worker processes Dask's
-``MALLOC_TRIM_THRESHOLD_=65536`` (which they would also write into this process's environment). Set, the variable
-turns off glibc's dynamic thresholds, so that every buffer above 128 KiB that XLA allocates and frees is mapped
-and unmapped again: a transformer's training (T2, one core) took 1.22 ms per update with it and 0.95 ms without.
-The user's own ``MALLOC_TRIM_THRESHOLD_``, if set, is inherited as before."""
-
-
 def worker_env() -> dict[str, str]:
     """The environment a local cluster's worker processes start with besides this process's: ``XLA_FLAGS`` with
     :data:`WORKER_XLA_FLAGS` (:func:`attnlab.runtime.xla_flags_with`). This process's own environment is left as
@@ -231,7 +186,7 @@ def worker_env() -> dict[str, str]:
 def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
     ``workers`` single-threaded worker processes (default: one per core, each pinned to a core of its own:
-    :func:`pin_worker`), or, for a GPU ``layout``
+    :func:`attnlab.app.scheduling.pin_worker`), or, for a GPU ``layout``
     (:class:`attnlab.app.scheduling.Layout`), its GPU and CPU workers (:func:`attnlab.app.scheduling.
     make_gpu_cluster`); the worker processes start with :func:`worker_env` (in-process workers, ``processes=False``,
     compute with this process's XLA as it is)."""
