@@ -5,17 +5,15 @@ from pathlib import Path
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 # pytest-xdist's worker gwN computes on core N of those the session may use (modulo their number), pinned before
-# JAX starts, as a sweep pins its workers (attnlab.app.sweep.pin_worker): XLA then gives each test worker a thread
-# pool of one thread, instead of two workers' pools each spreading every program over every core
+# JAX starts, as a sweep pins its workers (attnlab.app.scheduling.pin_worker): XLA then gives each test worker a
+# thread pool of one thread, instead of two workers' pools each spreading every program over every core
 _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _xdist_worker.startswith("gw") and _xdist_worker[2:].isdigit() and hasattr(os, "sched_setaffinity"):
     _cores = sorted(os.sched_getaffinity(0))
     if len(_cores) > 1:
-        for _tid in os.listdir("/proc/self/task"):  # every thread of the worker (execnet's too)
-            try:
-                os.sched_setaffinity(int(_tid), {_cores[int(_xdist_worker[2:]) % len(_cores)]})
-            except OSError:  # a thread that has just ended
-                pass
+        from attnlab.app.scheduling import pin_threads
+
+        pin_threads(_cores[int(_xdist_worker[2:]) % len(_cores)])
 # the catalogue cache of attnlab list/show (attnlab.app.catalogue) in a directory of the test session's, inherited by
 # the test workers and the command lines the tests start, removed by the process that made it when it exits: the
 # user's own cache is never written by the tests

@@ -24,7 +24,7 @@ from typing import Any
 
 from attnlab import runtime
 
-__all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_worker",
+__all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_threads", "pin_worker",
            "visible_gpus", "choose_layout", "make_gpu_cluster", "uses_native", "native_flags", "plan"]
 
 GPU_ENV: dict[str, str] = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
@@ -40,6 +40,14 @@ WORKER_CORES_ENV = "ATTNLAB_WORKER_CORES"
 (comma-separated; those the starting process may run on): :func:`pin_worker`."""
 
 _pinned: list[int | None] = []
+
+
+def pin_threads(core: int) -> None:
+    """Pin every thread of this process to ``core`` (Linux; threads started later inherit it from their creator).
+    Before JAX's first computation, XLA's CPU client then sizes its thread pool to one thread."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that has just ended
+            os.sched_setaffinity(int(tid), {core})
 
 
 def pin_worker() -> int | None:
@@ -65,9 +73,7 @@ def pin_worker() -> int | None:
         name = get_worker().name
         if cores and isinstance(name, int) and hasattr(os, "sched_setaffinity"):
             core = cores[name % len(cores)]
-            for tid in os.listdir("/proc/self/task"):
-                with contextlib.suppress(OSError):  # a thread that has just ended
-                    os.sched_setaffinity(int(tid), {core})
+            pin_threads(core)
     except (ImportError, ValueError, OSError):  # not on a worker, a malformed variable, no /proc
         core = None
     _pinned.append(core)

@@ -315,8 +315,8 @@ def _native_applies(dt, d: int) -> bool:
 
 
 def _native_sums(q2, c, x, u):
-    """The C kernel's sums: called by XLA through its FFI handler, or, where the kernel was built without it, by a
-    Python callback (:func:`attnlab.bruno.native.symmetric_sums_xla`)."""
+    """The C kernel's sums: called by XLA through its FFI handler (:func:`attnlab.bruno.native.symmetric_sums_xla`),
+    or, where the kernel was built without it, by a Python callback."""
     if native.xla_target() is not None:
         return native.symmetric_sums_xla(q2, c, x, u)
     return jax.pure_callback(native.symmetric_sums, jax.ShapeDtypeStruct(u.shape, u.dtype),

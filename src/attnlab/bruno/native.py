@@ -31,6 +31,7 @@ compiler, AVX2 or FMA, or with ``ATTNLAB_NATIVE=0``, :func:`available` is False 
 from __future__ import annotations
 
 import ctypes
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,6 @@ def _ffi_header() -> list[tuple[Path, Path]]:
 
 _KERNEL = _build.Kernel(Path(__file__).with_name("_attention_native.c"), _setup, include=_ffi_header)
 XLA_TARGET = "attnlab_bruno_symmetric_sums"
-_registered: list[str | None] = []
 available = _KERNEL.available
 unavailable_reason = _KERNEL.unavailable_reason
 
@@ -103,20 +103,18 @@ def symmetric_sums(q2, c, x, u):
     return out[:, :n].T.copy()
 
 
+@functools.cache
 def xla_target() -> str | None:
     """The name of the kernel's XLA FFI handler (``attnlab_sym_ffi``), registered with JAX for the CPU on first call
     (``jax.ffi.register_ffi_target``), or None where the kernel or its FFI handler is unavailable (built without
     XLA's FFI header): callers then use a ``jax.pure_callback`` to :func:`symmetric_sums`."""
-    if not _registered:
-        lib = _KERNEL.lib()
-        name = None
-        if lib is not None and lib.attnlab_sym_has_ffi():
-            import jax
+    lib = _KERNEL.lib()
+    if lib is None or not lib.attnlab_sym_has_ffi():
+        return None
+    import jax
 
-            jax.ffi.register_ffi_target(XLA_TARGET, jax.ffi.pycapsule(lib.attnlab_sym_ffi), platform="cpu")
-            name = XLA_TARGET
-        _registered.append(name)
-    return _registered[0]
+    jax.ffi.register_ffi_target(XLA_TARGET, jax.ffi.pycapsule(lib.attnlab_sym_ffi), platform="cpu")
+    return XLA_TARGET
 
 
 def symmetric_sums_xla(q2, c, x, u):
