@@ -104,6 +104,30 @@ def test_add_xla_flags_appends_missing_and_keeps_the_users(monkeypatch):
     assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=1"
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
+def test_a_process_on_one_core_compiles_each_program_as_one_module(tmp_path):
+    """configure() adds ONE_CORE_FLAGS in a process that may run on one core only; the control, a process that may
+    run on two (where the machine has them), does not; a user's own split count wins."""
+    code = ("import os, sys; os.sched_setaffinity(0, set(map(int, sys.argv[1].split(',')))); "
+            "from attnlab import runtime; runtime.configure(); print(os.environ['XLA_FLAGS'])")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"ATTNLAB_JAX_CACHE": "off"}
+    cores = sorted(os.sched_getaffinity(0))
+    allowed = sorted(set(cores) | set(range(min(os.cpu_count() or 1, 2))))  # a test worker is pinned to one core
+
+    def flags(on, **extra):
+        return subprocess.run([sys.executable, "-c", code, ",".join(map(str, on))], env=env | extra,
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    from attnlab import runtime
+
+    assert set(runtime.ONE_CORE_FLAGS) <= set(flags(cores[:1]))
+    if len(allowed) > 1:
+        assert not set(runtime.ONE_CORE_FLAGS) & set(flags(allowed[:2]))
+    mine = "--xla_cpu_parallel_codegen_split_count=4"
+    assert flags(cores[:1], XLA_FLAGS=mine).count(mine) == 1 and not set(runtime.ONE_CORE_FLAGS) & set(
+        flags(cores[:1], XLA_FLAGS=mine))
+
+
 def test_a_later_process_loads_programs_from_its_slot_and_concurrent_ones_never_share(tmp_path):
     """Two processes in turn compile the same program through :func:`configure`: the second reuses the first's slot
     and finds it on disk. While a process holds a slot, another takes the next one."""

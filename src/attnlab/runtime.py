@@ -14,8 +14,9 @@ a notebook can call the same functions.
   (``--xla_cpu_use_fusion_emitters=false``): the presets run many small programs, whose compilation both shorten;
   the few programs whose run time dominates ask for the fusion emitters back (:data:`LONG_RUNNING`). A flag already
   in ``XLA_FLAGS`` wins (``--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true`` restores XLA's
-  defaults). Flags act only before JAX
-  starts its backend (the first computation of the process).
+  defaults). A process that may run on one core only (a pinned sweep or test worker, a command under ``taskset``)
+  also asks for one LLVM module per program (:data:`ONE_CORE_FLAGS`). Flags act only before JAX starts its backend
+  (the first computation of the process).
 * **Compilation cache** (:func:`use_compile_cache`). A preset's run time on a small machine is mostly XLA
   compilation; JAX's persistent cache lets a later process load a program from disk. Each process takes a cache
   directory of its own (a locked slot), so no process ever reads an entry another is still writing, and on taking
@@ -44,8 +45,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "LONG_RUNNING", "add_xla_flags", "xla_flags_with", "use_compile_cache",
-           "compile_cache_slot", "share_compile_cache", "configure", "configured", "accelerator_plugin",
+__all__ = ["OPTIMISATION_FLAGS", "ONE_CORE_FLAGS", "LONG_RUNNING", "add_xla_flags", "xla_flags_with", "use_compile_cache",
+           "compile_cache_slot", "share_compile_cache", "one_core", "configure", "configured", "accelerator_plugin",
            "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
@@ -54,6 +55,13 @@ OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1", "--
 presets' many small programs on the CPU backend: LLVM optimisation level 1 (the same run time), and XLA's older loop
 emitters instead of its fusion emitters (the default), which compile faster. The fusion emitters run some programs
 faster: those whose run time outweighs their compilation ask for them back (:data:`LONG_RUNNING`)."""
+
+ONE_CORE_FLAGS: tuple[str, ...] = ("--xla_cpu_parallel_codegen_split_count=1",)
+"""The XLA flag :func:`configure` adds, besides :data:`OPTIMISATION_FLAGS`, in a process that may run on one core
+only (:func:`one_core`): XLA's CPU compiler splits each program's LLVM module into up to 32 parts to compile them in
+parallel on its thread pool; on one core the parts are compiled one after another, each with its own set-up and its
+own memory mappings. One part per program: the same machine code, the presets' quick runs compiled in 0.8 times the
+time and with half the memory mappings (``bench/xla_level.py``)."""
 
 LONG_RUNNING: dict[str, bool] = {"xla_cpu_use_fusion_emitters": True}
 """Compiler options of a program whose run time outweighs its compilation (a particle flow's integration, a
@@ -348,13 +356,18 @@ def accelerator_plugin() -> str | None:
     return None
 
 
+def one_core() -> bool:
+    """Whether this process may run on one core only (its CPU affinity; False where the platform cannot tell)."""
+    return hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1
+
+
 def configure() -> None:
     """What attnlab's command line, its workers and :func:`attnlab.run` apply at start: :data:`OPTIMISATION_FLAGS`,
     the compile cache, and ``EQX_ON_ERROR=nan`` unless set (equinox's documented switch, read when equinox is first
     imported: its runtime checks inside diffrax's solves then return NaN instead of calling back to the host, so the
     solves can be stored in the compile cache; the solvers report failures through diffrax's result codes)."""
     if not accelerator_plugin():  # the flag is measured on CPUs only; it also sets the GPU compiler's LLVM level
-        add_xla_flags(*OPTIMISATION_FLAGS)
+        add_xla_flags(*OPTIMISATION_FLAGS, *(ONE_CORE_FLAGS if one_core() else ()))
     os.environ.setdefault("EQX_ON_ERROR", "nan")
     use_compile_cache()
 
