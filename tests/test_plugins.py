@@ -193,7 +193,7 @@ def test_the_example_plugin_lists_runs_sweeps_and_reproduces(tmp_path):
     assert res.stdout.count(" yes ") == 6, res.stdout  # two checks per prompt length, all passed
     # the sweep's tasks cut down (60 steps, 2 seeds, 512 test prompts): what is tested is the sweep of a plugin
     res = _attnlab("sweep", "icl-lsa", "--quick", "--grid", "condition=2,5", "--grid", "steps=60", "--grid", "n_seeds=2",
-                   "--grid", "n_test=512", "--workers", "2", "--out", "sw", "--no-figures", cwd=tmp_path, env_extra=env)
+                   "--grid", "n_test=512", "--workers", "1", "--out", "sw", "--no-figures", cwd=tmp_path, env_extra=env)
     assert res.returncode == 0 and "2/2 tasks finished" in res.stdout, res.stderr[-2000:]
     # the plugin's finished run is found and reused by reproduce, as a built-in preset's is
     res = _attnlab("reproduce", "icl", "--quick", "--out", "results", "--workers", "1", cwd=tmp_path, env_extra=env)

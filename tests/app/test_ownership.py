@@ -165,7 +165,10 @@ def test_sweep_refuses_a_folder_of_the_users(tmp_path, monkeypatch, capsys):
 
 
 def test_an_unreachable_scheduler_leaves_no_sweep_folder(tmp_path, monkeypatch, capsys):
+    from attnlab.app import sweep as engine
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(engine, "SCHEDULER_TIMEOUT_S", 1.0)  # nothing listens on port 1: no need to wait 10 s
     assert main(["sweep", "marion-manifold", "--quick", "--grid", "lambda0=0.1,0.2", "--scheduler",
                  "tcp://127.0.0.1:1", "--out", "s"]) == 2
     assert "cannot reach Dask scheduler" in one_error_line(capsys)

@@ -69,6 +69,20 @@ def test_layout_one_gpu_and_the_other_cores(monkeypatch):
     assert scheduling.choose_layout(cores=16) == Layout(("0",), 15)
 
 
+def test_the_default_is_one_worker_per_usable_core(monkeypatch):
+    """Without --workers, one CPU worker per core the process may run on (its affinity), not per core of the machine:
+    a process under taskset, in a container's CPU set or pinned (a test worker) starts no more workers than cores."""
+    monkeypatch.setattr(scheduling, "visible_gpus", lambda: ())
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert scheduling.usable_cores() == 1 and scheduling.choose_layout() == Layout((), 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert scheduling.usable_cores() == 3 and scheduling.choose_layout() == Layout((), 3)
+    assert scheduling.choose_layout(5) == Layout((), 5)  # --workers wins
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # a platform without affinities: every core
+    assert scheduling.usable_cores() == 8
+
+
 def test_resources_and_order():
     tasks = [Task("marion-manifold", (), 0, False), Task("bruno-backward-heat", (), 0, False),
              Task("marion-transformer-single-head", (), 0, False), Task("not-in-the-table", (), 0, False),

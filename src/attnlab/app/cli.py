@@ -310,6 +310,11 @@ def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label
     from attnlab.app import sweep as engine
 
     ownership.remove_stale_temporaries(root)
+    reused = engine.reused_outcomes(tasks, root)
+    if reused is not None:  # every run is finished: no cluster to start
+        if check_first is not None:
+            check_first(reused[0])
+        return reused
     # on a GPU (a CUDA plugin and a visible GPU): one worker owning it, the C-kernel presets on CPU-only workers
     layout = None if scheduler else scheduling.choose_layout(workers)
     on_gpu = {"layout": layout} if layout is not None and layout.on_gpu else {}
@@ -332,6 +337,9 @@ def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label
         ownership.remove_stale_temporaries(root)
 
 
+WORKERS_HELP = "local worker processes (default: one per core this process may use)"
+
+
 @app.command()
 def reproduce(
     papers: Annotated[list[str] | None, typer.Argument(help="papers to reproduce (default: all)")] = None,
@@ -339,7 +347,7 @@ def reproduce(
     out_dir: Annotated[Path, typer.Option("--out", help="output folder")] = Path("results"),
     seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="root PRNG seed")] = 0,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help=WORKERS_HELP)] = None,
 ):
     """Run every preset (of the named papers) on Dask, then write report.md and report.html. A preset that cannot run
     here (a local input it needs was not given) is skipped, not run, with the reason. The output folder must be new,
@@ -406,7 +414,7 @@ def sweep(
     seeds: Annotated[int, typer.Option("--seeds", min=1, max=MAX_SEEDS, help="seeds 0..K-1 per grid point")] = 1,
     quick: Annotated[bool, typer.Option("--quick", help="start from the quick size")] = False,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="Dask scheduler address tcp://host:port")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help="local worker processes")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=MAX_WORKERS, help=WORKERS_HELP)] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="sweep folder (default results/sweeps/PRESET-HASH)")] = None,
     plot_metrics: Annotated[list[str] | None, typer.Option("--plot", help="draw METRIC against the swept fields")] = None,
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="write each run's figures")] = True,

@@ -25,7 +25,7 @@ from typing import Any
 from attnlab import runtime
 
 __all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_threads", "pin_worker",
-           "visible_gpus", "choose_layout", "make_gpu_cluster", "uses_native", "native_flags", "plan"]
+           "usable_cores", "visible_gpus", "choose_layout", "make_gpu_cluster", "uses_native", "native_flags", "plan"]
 
 GPU_ENV: dict[str, str] = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 """The environment of a GPU worker (besides ``CUDA_VISIBLE_DEVICES``): JAX allocates the GPU's memory as it needs it
@@ -176,11 +176,21 @@ def visible_gpus() -> tuple[str, ...]:
     return tuple(str(i) for i, _ in enumerate(line for line in listing.stdout.splitlines() if line.startswith("GPU ")))
 
 
+def usable_cores() -> int:
+    """The number of cores this process may run on (its CPU affinity: a ``taskset``, a container's CPU set, a pinned
+    test worker), else :func:`os.cpu_count`: a local cluster's default number of workers, one per usable core, each
+    pinned to its own (:func:`pin_worker`), so that workers x threads = cores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def choose_layout(workers: int | None = None, cores: int | None = None, gpus: tuple[str, ...] | None = None) -> Layout:
-    """The layout for ``workers`` workers in all (default: one per core; ``cores`` default :func:`os.cpu_count`) on
+    """The layout for ``workers`` workers in all (default: one per core; ``cores`` default :func:`usable_cores`) on
     ``gpus`` (default :func:`visible_gpus`): one worker per GPU (as many as ``workers`` allows) and the rest CPU
     workers; without GPUs, ``workers`` CPU workers (today's layout)."""
-    total = workers or cores or os.cpu_count() or 1
+    total = workers or cores or usable_cores()
     gpus = visible_gpus() if gpus is None else tuple(gpus)
     gpus = gpus[:total]
     return Layout(gpus, total - len(gpus))

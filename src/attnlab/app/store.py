@@ -321,6 +321,15 @@ def write_data(ds, path: Path) -> None:
         target.write_bytes(buffer.to_bytes())
 
 
+def finished_run(preset: Preset, config: ExperimentConfig, seed: int, *, results_root: Path = Path("results")
+                 ) -> RunResult | None:
+    """The finished run of ``preset`` with ``config`` and ``seed`` under ``results_root`` (the run
+    :func:`run_preset` would reuse), or None: what a sweep or a reproduction finds done before it starts workers."""
+    digest = config_hash(preset.name, config, seed, implementations(preset, config))
+    run_dir = default_run_dir(results_root, preset.name, digest)
+    return RunResult(run_dir, read_summary(run_dir) or {}, reused=True) if _finished_with_hash(run_dir, digest) else None
+
+
 def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bool, out_dir: Path | None = None,
                results_root: Path = Path("results"), force: bool = False, progress=None, figures: bool = True,
                wait: bool = False) -> RunResult:

@@ -38,14 +38,14 @@ import xarray as xr
 
 from attnlab import runtime
 from attnlab.api import json_safe
-from attnlab.app.scheduling import NANNY_CONFIG, WORKER_CORES_ENV, pin_worker
+from attnlab.app.scheduling import NANNY_CONFIG, WORKER_CORES_ENV, pin_worker, usable_cores
 from attnlab.config import parse_value
 from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.registry import resolve_config
 
-__all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "make_client", "worker_env", "WORKER_XLA_FLAGS",
-           "close_client", "collect", "write_sweep", "sweep_dir_name",
-           "check_metric_name", "check_metrics", "quiet_workers"]
+__all__ = ["Task", "parse_grid", "expand_grid", "run_task", "run_tasks", "reused_outcomes", "make_client",
+           "SCHEDULER_TIMEOUT_S", "worker_env", "WORKER_XLA_FLAGS", "close_client", "collect", "write_sweep",
+           "sweep_dir_name", "check_metric_name", "check_metrics", "quiet_workers"]
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,11 @@ def worker_env() -> dict[str, str]:
     return {"XLA_FLAGS": runtime.xla_flags_with(*WORKER_XLA_FLAGS)}
 
 
+SCHEDULER_TIMEOUT_S = 10.0
+"""How long :func:`make_client` tries to reach a scheduler given by address (Dask retries a refused connection, for a
+scheduler still starting) before the command says it cannot reach it."""
+
+
 def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
     ``workers`` single-threaded worker processes (default: one per core, each pinned to a core of its own:
@@ -196,12 +201,12 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
 
     if scheduler:
         try:
-            return Client(scheduler, timeout="10s")
+            return Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)
         except OSError as e:
             raise AttnlabError(f"cannot reach Dask scheduler {scheduler}: {e}") from None
     import dask
 
-    n = workers or os.cpu_count() or 1
+    n = workers or usable_cores()
     env = worker_env()
     # No dashboard: the scheduler's HTTP server (health and metrics routes, started even with
     # dashboard_address=None) listens on a free port, so Dask's "Port 8787 is already in use" warning never shows.
@@ -273,6 +278,23 @@ def close_client(client, own_cluster: bool = True, *, interrupted: bool = False)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+
+
+def reused_outcomes(tasks: list[Task], root: Path) -> list[Outcome] | None:
+    """Every task's outcome if each has a finished run under ``root`` (status ``reused``, found in this process as a
+    worker would find it), else None: then no worker needs to start."""
+    from attnlab.app.store import finished_run
+    from attnlab.registry import get_preset
+
+    outcomes = []
+    for task in tasks:
+        preset = get_preset(task.preset)
+        config = resolve_config(preset, quick=task.quick, overrides=dict(task.overrides))
+        res = finished_run(preset, config, task.seed, results_root=Path(root))
+        if res is None:
+            return None
+        outcomes.append(Outcome(task, "reused", str(res.run_dir), res.summary))
+    return outcomes
 
 
 def run_tasks(client, tasks: list[Task], root: Path, on_update: Callable[..., None] | None = None,

@@ -111,10 +111,10 @@ def test_argmax_probabilities_match_monte_carlo():
 def test_max_slr_channel_satisfies_the_nishimori_identity():
     """At Nishimori-consistent overlaps (omega from the teacher fields, V = 1 - q) a proper Bayes channel has
     E[sum_l g_l^2] = -E[sum_l dg_l/domega_l] for each index: a check of the autodiff score g^k of the argmax
-    channel and of g^v, within 5 SE on 20,000 frozen samples, L = 3, at two overlap pairs."""
+    channel and of g^v, within 5 SE on 5,000 frozen samples, L = 3, at two overlap pairs."""
     from attnlab.duranthon.replica.bayes_optimal import _bo_channel_max
 
-    s = frozen_samples(jax.random.key(3), "max", math.inf, 3, 20_000, noise_std=0.3)
+    s = frozen_samples(jax.random.key(3), "max", math.inf, 3, 5_000, noise_std=0.3)
     chan = jax.jit(lambda q, s: _bo_channel_max(q, 0.09, s))
     for q in ((0.3, 0.5), (0.8, 0.2)):
         g_k, g_v = chan(jnp.asarray(q), s)
