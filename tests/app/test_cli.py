@@ -245,8 +245,17 @@ def test_reproduce_quick_runs_every_preset_and_writes_the_report(reproduced):
         assert any(f.endswith(".png") and f in report for f in summary["figures"])
 
 
-def test_reproduce_again_reuses_finished_runs(reproduced, capsys):
+def test_reproduce_again_reuses_finished_runs(reproduced, capsys, monkeypatch):
+    """Every run finished: reproduce reuses them without starting a cluster (one would fail here), keeps the
+    user's files and rewrites its report."""
+    from attnlab.app import sweep as engine
+
     rc, out = reproduced
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(engine, "make_client", no_cluster)
     run_dir = next(p for p in (out / next(iter(_paper()))).iterdir() if not p.name.startswith("."))
     mine = {out / "notes.md": "beside the report", run_dir / "notes.md": "inside a run",
             out / "figs" / ".cache.tmp-keep" / "f": "a hidden cache"}
