@@ -76,6 +76,7 @@ HEADLINES = {
               ("total_paper_presets_s", "Sakai paper presets {:.0f} s")],
     "xla_level": [("xla_defaults_over_attnlab", "XLA's defaults take {:.2f}x attnlab's flags' wall time"),
                   ("level1_over_attnlab", "level 1 alone {:.2f}x"),
+                  ("one_core_split_over_one_module", "on one core, split modules {:.2f}x one module per program"),
                   ("level3_over_level1", "level 3 takes {:.2f}x level 1's wall time")],  # the script's first form
 }
 

@@ -60,8 +60,8 @@ ONE_CORE_FLAGS: tuple[str, ...] = ("--xla_cpu_parallel_codegen_split_count=1",)
 """The XLA flag :func:`configure` adds, besides :data:`OPTIMISATION_FLAGS`, in a process that may run on one core
 only (:func:`one_core`): XLA's CPU compiler splits each program's LLVM module into up to 32 parts to compile them in
 parallel on its thread pool; on one core the parts are compiled one after another, each with its own set-up and its
-own memory mappings. One part per program: the same machine code, the presets' quick runs compiled in 0.8 times the
-time and with half the memory mappings (``bench/xla_level.py``)."""
+own memory mappings. One part per program: the same machine code, compiled in less time and with about half the
+memory mappings (``bench/xla_level.py`` measures the time)."""
 
 LONG_RUNNING: dict[str, bool] = {"xla_cpu_use_fusion_emitters": True}
 """Compiler options of a program whose run time outweighs its compilation (a particle flow's integration, a
