@@ -124,8 +124,8 @@ def test_a_process_on_one_core_compiles_each_program_as_one_module(tmp_path):
     if len(allowed) > 1:
         assert not set(runtime.ONE_CORE_FLAGS) & set(flags(allowed[:2]))
     mine = "--xla_cpu_parallel_codegen_split_count=4"
-    assert flags(cores[:1], XLA_FLAGS=mine).count(mine) == 1 and not set(runtime.ONE_CORE_FLAGS) & set(
-        flags(cores[:1], XLA_FLAGS=mine))
+    theirs = flags(cores[:1], XLA_FLAGS=mine)
+    assert theirs.count(mine) == 1 and not set(runtime.ONE_CORE_FLAGS) & set(theirs)
 
 
 def test_a_later_process_loads_programs_from_its_slot_and_concurrent_ones_never_share(tmp_path):

@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import TypeVar
 
 __all__ = ["OPTIMISATION_FLAGS", "ONE_CORE_FLAGS", "LONG_RUNNING", "add_xla_flags", "xla_flags_with", "use_compile_cache",
-           "compile_cache_slot", "share_compile_cache", "one_core", "configure", "configured", "accelerator_plugin",
+           "compile_cache_slot", "share_compile_cache", "usable_cores", "one_core",
+           "configure", "configured", "accelerator_plugin",
            "x64", "float64",
            "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
@@ -356,9 +357,18 @@ def accelerator_plugin() -> str | None:
     return None
 
 
+def usable_cores() -> int:
+    """The number of cores this process may run on: its CPU affinity (a ``taskset``, a container's CPU set, a pinned
+    worker), else :func:`os.cpu_count` where the platform has no affinities."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def one_core() -> bool:
-    """Whether this process may run on one core only (its CPU affinity; False where the platform cannot tell)."""
-    return hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1
+    """Whether this process may run on one core only (:func:`usable_cores`)."""
+    return usable_cores() == 1
 
 
 def configure() -> None:

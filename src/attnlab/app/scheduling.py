@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnlab import runtime
+from attnlab.runtime import usable_cores  # a local cluster's default: one worker per usable core (workers x threads = cores)
 
 __all__ = ["Layout", "EXPECTED_S", "GPU_ENV", "CPU_ENV", "WORKER_CORES_ENV", "NANNY_CONFIG", "pin_threads", "pin_worker",
            "usable_cores", "visible_gpus", "choose_layout", "make_gpu_cluster", "uses_native", "native_flags", "plan"]
@@ -174,16 +175,6 @@ def visible_gpus() -> tuple[str, ...]:
     if listing.returncode != 0:
         return ()
     return tuple(str(i) for i, _ in enumerate(line for line in listing.stdout.splitlines() if line.startswith("GPU ")))
-
-
-def usable_cores() -> int:
-    """The number of cores this process may run on (its CPU affinity: a ``taskset``, a container's CPU set, a pinned
-    test worker), else :func:`os.cpu_count`: a local cluster's default number of workers, one per usable core, each
-    pinned to its own (:func:`pin_worker`), so that workers x threads = cores."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def choose_layout(workers: int | None = None, cores: int | None = None, gpus: tuple[str, ...] | None = None) -> Layout:

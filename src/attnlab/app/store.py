@@ -36,6 +36,7 @@ from attnlab.config import MAX_SEED, ExperimentConfig, check_seed, config_hash
 from attnlab.errors import AttnlabError, NonFiniteResultError
 from attnlab.plot import save_figure
 from attnlab.registry import Preset
+from attnlab.runtime import usable_cores
 
 __all__ = ["RunResult", "default_run_dir", "run_preset", "read_summary", "read_data", "write_data", "provenance", "devices",
            "preflight",
@@ -87,15 +88,9 @@ def _cpu_model() -> str:
 def machine() -> dict[str, Any]:
     """The machine a run ran on: ``platform`` (OS and architecture), ``cpu`` (model name) and ``cores`` (logical
     cores, and those this process may use where that differs)."""
-    import os
-
-    cores = os.cpu_count()
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = cores
+    cores, usable = os.cpu_count(), usable_cores()
     return {"platform": platform.platform(), "cpu": _cpu_model(), "cores": cores,
-            **({"usable_cores": usable} if usable != cores else {})}
+            **({"usable_cores": usable} if cores and usable != cores else {})}
 
 
 def provenance() -> dict[str, Any]:
@@ -325,9 +320,15 @@ def finished_run(preset: Preset, config: ExperimentConfig, seed: int, *, results
                  ) -> RunResult | None:
     """The finished run of ``preset`` with ``config`` and ``seed`` under ``results_root`` (the run
     :func:`run_preset` would reuse), or None: what a sweep or a reproduction finds done before it starts workers."""
-    digest = config_hash(preset.name, config, seed, implementations(preset, config))
-    run_dir = default_run_dir(results_root, preset.name, digest)
+    run_dir, digest = _location(preset, config, seed, None, results_root)
     return RunResult(run_dir, read_summary(run_dir) or {}, reused=True) if _finished_with_hash(run_dir, digest) else None
+
+
+def _location(preset: Preset, config: ExperimentConfig, seed: int, out_dir: Path | None, results_root: Path
+              ) -> tuple[Path, str]:
+    """A run's directory (``out_dir``, else its default under ``results_root``) and its config hash."""
+    digest = config_hash(preset.name, config, seed, implementations(preset, config))
+    return (Path(out_dir) if out_dir is not None else default_run_dir(results_root, preset.name, digest)), digest
 
 
 def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bool, out_dir: Path | None = None,
@@ -342,9 +343,7 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
     come second. A run whose checks or metrics are not finite is not written
     (:class:`~attnlab.errors.NonFiniteResultError`); an ``OSError`` while writing (disk full, a file system gone
     read-only) raises one line, and a result that was complete is kept in a directory that line names."""
-    impl = implementations(preset, config)
-    digest = config_hash(preset.name, config, seed, impl)
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(results_root, preset.name, digest)
+    run_dir, digest = _location(preset, config, seed, out_dir, results_root)
     if not force and _finished_with_hash(run_dir, digest):
         return RunResult(run_dir, read_summary(run_dir) or {}, reused=True)
     preflight(preset, config, seed, run_dir, force, digest)
