@@ -12,15 +12,19 @@ Each process times its phases:
   ``jaxpr_to_mlir_module_duration``, JAX's own monitoring events), over the whole process;
 * ``compilation_s``: XLA compilation or, warm, the cache loads (``backend_compile_duration``), with
   ``programs`` (compile requests) and ``cache_hits``;
+* ``run_imports_s``: the modules the preset's ``run`` and ``summarize`` import on first use (deferred imports of
+  attnlab, SciPy's submodules, xarray's of Dask, JAX's of its MLIR dialects), from Python's own ``-X importtime``
+  (the outermost imports between the phases' marks): a fixed cost, as the imports before the run;
 * ``computation_s``: the preset's ``run`` (the experiment, and the Monte Carlo samples its checks need) less the
-  tracing and compilation inside it;
-* ``checks_s``: its ``summarize`` less the tracing and compilation inside it;
+  tracing, compilation and imports inside it;
+* ``checks_s``: its ``summarize`` less the tracing, compilation and imports inside it;
 * ``figures_s``: drawing the figures (and the animation) and writing them (PNG + PDF);
 * ``writing_s``: the dataset to Zarr, config and summary to JSON.
 
 ``startup_s`` is the rest of the process's wall time (the interpreter's start and exit; the process ends as
 ``attnlab run`` does, with ``os._exit`` once its output is flushed). ``fixed_s`` is everything but the computation:
-startup + imports + configuration + tracing + compilation + checks + figures + writing; ``run_fixed_s`` is what a
+startup + imports + configuration + run imports + tracing + compilation + checks + figures + writing;
+``run_fixed_s`` is what a
 first ``attnlab.run`` without an output folder pays besides its computation: ``fixed_s`` less the figures and the
 writing (the summary counts the presets whose warm ``run_fixed_s`` is within :data:`RUN_FIXED_TARGET_S`). One
 JSON object per measurement, then the presets ranked by their warm fixed cost at the first size measured; the last
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -56,11 +61,16 @@ preset = get_preset(NAME)
 t1 = time.perf_counter()
 config = resolve_config(preset, quick=QUICK)
 t2 = time.perf_counter()
+def mark(phase):
+    print("@@mark " + phase, file=sys.stderr, flush=True)
+mark("run")
 with runtime.x64():
     ds = preset.run(config, jax.random.key(0), None)
     t3 = time.perf_counter()
+    mark("checks")
     metrics, checks = preset.summarize(ds, config)
     t4 = time.perf_counter()
+    mark("end")
 from attnlab.app.store import write_data
 from attnlab.plot import save_figure
 with tempfile.TemporaryDirectory() as tmp:
@@ -83,7 +93,7 @@ jax_in_run = within(TRACE + COMPILE, t2, t3)
 jax_in_checks = within(TRACE + COMPILE, t3, t4)
 row = {"total_s": t6 - t0, "imports_s": t1 - t0, "configuration_s": t2 - t1, "tracing_s": tracing,
        "compilation_s": compiling,
-       "computation_s": max(t3 - t2 - jax_in_run, 0.0), "checks_s": max(t4 - t3 - jax_in_checks, 0.0),
+       "computation_s": t3 - t2 - jax_in_run, "checks_s": t4 - t3 - jax_in_checks,
        "figures_s": t5 - t4, "writing_s": t6 - t5,
        "programs": counts.get("/jax/compilation_cache/compile_requests_use_cache", 0),
        "cache_hits": counts.get("/jax/compilation_cache/cache_hits", 0),
@@ -94,7 +104,23 @@ sys.__stderr__.flush()
 os._exit(0)  # as attnlab run ends once its output is flushed: without tearing down JAX's modules and programs
 """
 
-PHASES = ("imports_s", "configuration_s", "tracing_s", "compilation_s", "checks_s", "figures_s", "writing_s")
+PHASES = ("imports_s", "configuration_s", "run_imports_s", "tracing_s", "compilation_s", "checks_s", "figures_s",
+          "writing_s")
+IMPORT_LINE = re.compile(r"import time:\s+\d+ \|\s+(\d+) \| (\S.*)$")  # an outermost import: one space
+
+
+def imports_by_phase(stderr: str) -> dict[str, list[tuple[float, str]]]:
+    """The outermost imports (seconds, module) that ``-X importtime`` reports between the probe's ``@@mark`` lines:
+    ``{"run": [...], "checks": [...]}`` (the imports the preset's ``run`` and its ``summarize`` made)."""
+    phase, found = None, {"run": [], "checks": []}
+    for line in stderr.splitlines():
+        if line.startswith("@@mark "):
+            phase = line[7:].strip()
+            continue
+        m = IMPORT_LINE.match(line)
+        if m and phase in found:
+            found[phase].append((int(m.group(1)) / 1e6, m.group(2).strip()))
+    return found
 RUN_FIXED_TARGET_S = 2.0
 """The fixed cost a preset's first ``attnlab.run`` (quick size, fresh process, warm cache) is to stay within."""
 
@@ -105,7 +131,8 @@ def measure(name: str, quick: bool, cache: str, timeout: float) -> dict:
     code = PROBE.replace("NAME", repr(name)).replace("QUICK", repr(quick))
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], env=env, capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     wall = time.perf_counter() - t0
@@ -114,6 +141,12 @@ def measure(name: str, quick: bool, cache: str, timeout: float) -> dict:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit status {proc.returncode}: {tail[:200]}"}
     row = json.loads(lines[-1][2:])
+    found = imports_by_phase(proc.stderr)
+    in_run, in_checks = (sum(t for t, _ in found[p]) for p in ("run", "checks"))
+    row["run_imports_s"] = round(in_run + in_checks, 3)
+    row["computation_s"] = round(max(row["computation_s"] - in_run, 0.0), 3)
+    row["checks_s"] = round(max(row["checks_s"] - in_checks, 0.0), 3)
+    row["run_imports"] = [name for _, name in sorted(found["run"] + found["checks"], reverse=True)[:3]]
     row["wall_s"] = round(wall, 3)
     row["startup_s"] = round(max(wall - row.pop("total_s"), 0.0), 3)  # the interpreter's start and exit
     row["fixed_s"] = round(sum(row[k] for k in PHASES) + row["startup_s"], 3)
