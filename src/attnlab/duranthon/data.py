@@ -114,11 +114,12 @@ def sample_teacher_sqrtD(key, D: int):
 
 
 def _length_probs(law: LengthLaw):
-    """Probabilities of the lengths 1..L_max (a traced array, so one compiled sampler serves every law)."""
+    """Probabilities of the lengths 1..L_max (a traced array, so one compiled sampler serves every law); placed on
+    the device as it is (``jnp.asarray`` would compile a program per length)."""
     probs = np.zeros(law.L_max)
     for v, p in zip(law.values, law.probs):
         probs[v - 1] += p
-    return jnp.asarray(probs)
+    return jax.device_put(probs)
 
 
 def _lengths_from_probs(key, probs, n: int):

@@ -36,6 +36,7 @@ from attnlab.duranthon.data import (
     length_law,
     sample_scores,
 )
+from attnlab.registry import mean_se
 
 __all__ = ["ERMOverlaps", "erm_overlaps", "erm_objective", "ERMResult", "fit_erm", "informed_start", "random_start",
            "erm_overlap_risk", "ridge_solution", "fresh_test_error"]
@@ -121,10 +122,11 @@ def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gto
         raise ValueError(f"regularisations must be >= 0, got lambda_k={lam_k}, lambda_v={lam_v}")
     D = X.shape[-1]
     static = dataclasses.replace(act, c=0.0)
-    args = (jnp.asarray(X), jnp.asarray(mask), jnp.asarray(y), float(lam_k), float(lam_v), act.c)
+    # host arrays placed on the device as they are: jnp.asarray would compile (and, for w, run) a program per shape
+    args = (*jax.device_put((X, mask, y)), float(lam_k), float(lam_v), act.c)
 
     def fg(w):
-        val, g = _value_and_grad(static, jnp.asarray(w), *args)
+        val, g = _value_and_grad(static, jax.device_put(w), *args)
         return float(val), np.asarray(g, dtype=np.float64)
 
     w0 = np.concatenate([np.asarray(k0), np.asarray(v0)]).astype(np.float64)
@@ -185,7 +187,7 @@ def erm_overlap_risk(key, act: Activation, model: str, nu, L, o: ERMOverlaps, n:
     z = jnp.where(s.mask, o.m_vk * s.chi + o.m_v * s.zeta + r[..., 1], 0.0)
     f = jnp.sum(act(chi, s.mask) * z, axis=-1)
     vals = (s.y - f) ** 2
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+    return mean_se(vals)
 
 
 def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu, L, n: int, noise_std=0.0,
@@ -194,9 +196,10 @@ def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu,
     chunks of ``chunk`` sequences, one compiled loop over the chunks): (mean, SE)."""
     nu = check_model(model, nu)
     keys = jax.random.split(key, max(1, math.ceil(n / chunk)))
-    vals = _test_squared_errors(keys, act, jnp.asarray(k), jnp.asarray(v), jnp.asarray(k_star), jnp.asarray(v_star),
+    k, v, k_star, v_star = (jax.device_put(np.asarray(x, np.float64)) for x in (k, v, k_star, v_star))
+    vals = _test_squared_errors(keys, act, k, v, k_star, v_star,
                                 *_flags(model, nu), _length_probs(length_law(L)), int(chunk), noise_std)
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(vals.size))
+    return mean_se(vals)
 
 
 @partial(programs.jit, static_argnames=("act", "chunk"))

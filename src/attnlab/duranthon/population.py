@@ -38,6 +38,7 @@ import numpy as np
 from attnlab import programs
 from attnlab.duranthon.activations import Activation, activation
 from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores
+from attnlab.registry import mean_se
 
 __all__ = ["softmax_pair_risk", "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "expected_max_gaussian", "mu_max",
            "linear_risk", "linear_spiked_fixed_L", "overlap_risk", "overlap_risk_gradient",
@@ -109,7 +110,7 @@ def bayes_risk_mc(key, model: str, nu, L, n: int, noise_std: float = 0.0):
     s = sample_scores(key, model, nu, L, n)
     c = c_nu(model, nu)
     vals = 1.0 + noise_std**2 - _softmax_sq_norm(0.0 if math.isinf(c) else c, math.isinf(c), s.chi, s.mask)
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+    return mean_se(vals)
 
 
 @partial(programs.jit, static_argnames=("L", "n"))

@@ -12,6 +12,7 @@ import numpy as np
 from attnlab.duranthon.data import check_model, sample_scores
 from attnlab.duranthon.replica.anderson import fixed_point
 from attnlab.duranthon.replica.samples import FrozenSamples
+from attnlab.registry import mean_se
 
 __all__ = ["solve_bayes_optimal", "BOResult", "bayes_optimal_test_error", "bayes_optimal_excess",
            "log_argmax_probs"]
@@ -27,8 +28,10 @@ def _bo_fields(q, noise_var, samples: FrozenSamples):
     return om_k, om_v, noise_var + 1.0 - q_v
 
 
+@jax.jit
 def _bo_hats(q, alpha, sqrt_nu, noise_var, samples: FrozenSamples):
-    r"""q_hat_a = alpha E[sum_l (g^a_l)^2] over the frozen samples (teacher-centric: omega = q h* + sqrt(q - q^2) xi)."""
+    r"""q_hat_a = alpha E[sum_l (g^a_l)^2] over the frozen samples (teacher-centric: omega = q h* + sqrt(q - q^2) xi),
+    one compiled program (eager, each operation of an iteration would be one)."""
     om_k, om_v, s2 = _bo_fields(q, noise_var, samples)
     logit = sqrt_nu * om_k - (samples.y[:, None] - om_v) ** 2 / (2 * s2)
     pi = jnp.where(samples.mask, jax.nn.softmax(jnp.where(samples.mask, logit, -jnp.inf), axis=-1), 0.0)
@@ -182,7 +185,7 @@ def bayes_optimal_test_error(key, nu: float, L, q_k: float, q_v: float, n: int, 
     ``model="max"`` (nu = inf): softmax(sqrt(nu) omega^k) becomes the argmax probabilities pi~(omega^k) of
     :func:`solve_bayes_optimal`."""
     vals, _ = _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model)
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+    return mean_se(vals)
 
 
 def bayes_optimal_excess(key, nu: float, L, q_k: float, q_v: float, n: int, model: str = "spiked"):
@@ -199,7 +202,7 @@ def bayes_optimal_excess(key, nu: float, L, q_k: float, q_v: float, n: int, mode
         pb = jnp.where(s.mask, jax.nn.softmax(jnp.where(s.mask, math.sqrt(nu) * s.chi, -jnp.inf), axis=-1), 0.0)
         bayes = 1.0 - jnp.sum(pb * pb, -1)
     d = vals - bayes
-    return float(jnp.mean(d)), float(jnp.std(d, ddof=1) / math.sqrt(n))
+    return mean_se(d)
 
 
 def _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model):
@@ -209,9 +212,18 @@ def _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model):
         raise ValueError(f"Bayes-optimal overlaps lie in [0, 1], got {q_k}, {q_v}")
     ks, kx = jax.random.split(key)
     s = sample_scores(ks, model, nu, L, n)
-    om = q_k * s.chi + math.sqrt(max(q_k - q_k**2, 0.0)) * jax.random.normal(kx, s.chi.shape)
     if model == "max":
+        om = q_k * s.chi + math.sqrt(max(q_k - q_k**2, 0.0)) * jax.random.normal(kx, s.chi.shape)
         p = jnp.where(s.mask, jnp.exp(_log_argmax_probs_batch(om, s.mask, 1.0 - q_k)), 0.0)
-    else:
-        p = jnp.where(s.mask, jax.nn.softmax(jnp.where(s.mask, math.sqrt(nu) * om, -jnp.inf), axis=-1), 0.0)
-    return 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1), s
+        return 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1), s
+    return _bo_spiked_values(kx, s.chi, s.mask, q_k, math.sqrt(max(q_k - q_k**2, 0.0)), math.sqrt(nu),
+                             1.0 + noise_std**2, q_v), s
+
+
+@jax.jit
+def _bo_spiked_values(key, chi, mask, q_k, s_k, sqrt_nu, second_moment, q_v):
+    """``E y^2 - q_v |softmax(sqrt(nu) omega^k)|^2`` per sample, ``omega^k = q_k chi* + s_k xi`` (one compiled
+    program; eager, each operation would be one)."""
+    om = q_k * chi + s_k * jax.random.normal(key, chi.shape)
+    p = jnp.where(mask, jax.nn.softmax(jnp.where(mask, sqrt_nu * om, -jnp.inf), axis=-1), 0.0)
+    return second_moment - q_v * jnp.sum(p * p, -1)
