@@ -25,9 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def replicas(n_replicas: int, precision: str = "float32", n_steps: int = 10_000, seed: int = 12345) -> dict:
+def replicas(n_replicas: int, precision: str = "float32", n_steps: int = 10_000, seed: int = 12345,
+             n_runs: int | None = None) -> dict:
     """Train the multi-head notebook's model ``n_replicas`` times (replica 0 from the preset's own initial weights,
     the others from them moved by one unit in the last place, entry by entry, up or down at random: ``seed``).
+    ``n_runs``: the preset's first ``n_runs`` runs only (their keys and data unchanged; default: all of them).
     Returns the logged ``steps`` and the replicas' ``kappa`` (replica, log, run, head, direction), ``nu`` (same
     axes) and ``risk`` (replica, log, run), with ``elapsed_s``."""
     from attnlab import runtime
@@ -44,7 +46,8 @@ def replicas(n_replicas: int, precision: str = "float32", n_steps: int = 10_000,
         one = tf.Arm(*(jnp.asarray([switches.get(f, False)]) for f in tp._ARM_FIELDS))
         arms = jax.tree.map(lambda a: jnp.repeat(a, n_replicas), one)
         sz = cfg.sizes()
-        params0, runs, step_keys, _ = tp._initial(jax.random.split(jax.random.key(0), cfg.n_repeats), one, sz,
+        run_keys = jax.random.split(jax.random.key(0), cfg.n_repeats)[:n_runs]  # the preset's first runs
+        params0, runs, step_keys, _ = tp._initial(run_keys, one, sz,
                                                   cfg.n_steps)
         leaves, treedef = jax.tree.flatten(params0)
         moved = []

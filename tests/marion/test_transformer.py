@@ -482,16 +482,17 @@ def test_faithful_multihead_bounds_follow_the_training_precision():
 
 
 def test_the_round_off_spread_tool_moves_float32_runs_by_round_off_only():
-    """tools/round_off_spread.py, the basis of FAITHFUL_SPREAD_F32, on 300 updates: the replica moved by one ulp
-    differs from replica 0 (the preset's initial weights) in float32 by more than float64 round-off and far less than
-    the alignments themselves, in float64 by float64 round-off only; the two precisions agree to float32's spread."""
+    """tools/round_off_spread.py, the basis of FAITHFUL_SPREAD_F32, on 300 updates of the notebook's first two runs:
+    the replica moved by one ulp differs from replica 0 (the preset's initial weights) in float32 by more than float64
+    round-off and far less than the alignments themselves, in float64 by float64 round-off only; the two precisions
+    agree to float32's spread."""
     from tool_modules import load_tool
 
     tool = load_tool("round_off_spread")
-    f32 = tool.replicas(2, "float32", n_steps=300)
-    assert f32["steps"] == [1, 101, 201]
+    f32 = tool.replicas(2, "float32", n_steps=300, n_runs=2)
+    assert f32["steps"] == [1, 101, 201] and f32["kappa"].shape[2] == 2  # (replica, log, run, ...)
     gap32 = np.max(np.abs(f32["kappa"][1] - f32["kappa"][0]))
     assert 1e-9 < gap32 < 1e-3
-    f64 = tool.replicas(2, "float64", n_steps=300)
+    f64 = tool.replicas(2, "float64", n_steps=300, n_runs=2)
     assert np.max(np.abs(f64["kappa"][1] - f64["kappa"][0])) < 1e-9
     assert np.max(np.abs(f64["kappa"][0] - f32["kappa"][0])) < 1e-3
