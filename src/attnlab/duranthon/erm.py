@@ -123,7 +123,7 @@ def fit_erm(act: Activation, X, mask, y, lam_k: float, lam_v: float, k0, v0, gto
     D = X.shape[-1]
     static = dataclasses.replace(act, c=0.0)
     # host arrays placed on the device as they are: jnp.asarray would compile (and, for w, run) a program per shape
-    args = (*jax.device_put((X, mask, y)), float(lam_k), float(lam_v), act.c)
+    args = (*jax.device_put(tuple(np.asarray(a) for a in (X, mask, y))), float(lam_k), float(lam_v), act.c)
 
     def fg(w):
         val, g = _value_and_grad(static, jax.device_put(w), *args)
@@ -196,7 +196,7 @@ def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu,
     chunks of ``chunk`` sequences, one compiled loop over the chunks): (mean, SE)."""
     nu = check_model(model, nu)
     keys = jax.random.split(key, max(1, math.ceil(n / chunk)))
-    k, v, k_star, v_star = (jax.device_put(np.asarray(x, np.float64)) for x in (k, v, k_star, v_star))
+    k, v, k_star, v_star = jax.device_put(tuple(np.asarray(x) for x in (k, v, k_star, v_star)))  # as jnp.asarray
     vals = _test_squared_errors(keys, act, k, v, k_star, v_star,
                                 *_flags(model, nu), _length_probs(length_law(L)), int(chunk), noise_std)
     return mean_se(vals)

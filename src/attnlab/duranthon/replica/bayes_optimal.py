@@ -212,12 +212,12 @@ def _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model):
         raise ValueError(f"Bayes-optimal overlaps lie in [0, 1], got {q_k}, {q_v}")
     ks, kx = jax.random.split(key)
     s = sample_scores(ks, model, nu, L, n)
+    s_k = math.sqrt(max(q_k - q_k**2, 0.0))
     if model == "max":
-        om = q_k * s.chi + math.sqrt(max(q_k - q_k**2, 0.0)) * jax.random.normal(kx, s.chi.shape)
+        om = q_k * s.chi + s_k * jax.random.normal(kx, s.chi.shape)
         p = jnp.where(s.mask, jnp.exp(_log_argmax_probs_batch(om, s.mask, 1.0 - q_k)), 0.0)
         return 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1), s
-    return _bo_spiked_values(kx, s.chi, s.mask, q_k, math.sqrt(max(q_k - q_k**2, 0.0)), math.sqrt(nu),
-                             1.0 + noise_std**2, q_v), s
+    return _bo_spiked_values(kx, s.chi, s.mask, q_k, s_k, math.sqrt(nu), 1.0 + noise_std**2, q_v), s
 
 
 @jax.jit
