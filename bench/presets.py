@@ -168,6 +168,8 @@ def main() -> None:
     args = parser.parse_args()
     names = [n for n in args.presets.split(",") if n] or sorted(all_presets())
     sizes = [s for s in args.sizes.split(",") if s]
+    if args.warm_repeats < 1:
+        parser.error("--warm-repeats takes a count >= 1")
     if not set(sizes) <= {"quick", "full"}:
         raise SystemExit("--sizes takes quick, full or quick,full")
     rows = []
