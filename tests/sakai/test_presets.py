@@ -148,21 +148,17 @@ def test_kernel_regression_refuses_meaningless_ridges_and_steps(field, value, ma
         resolve_config("sakai-kernel-regression", quick=True, overrides={field: value})
 
 
-def test_the_stack_is_drawn_until_its_checks_control_is_resolved():
+def test_the_stack_is_drawn_until_its_checks_control_is_resolved(quick_run):
     """sakai-kernel draws the stack in rounds of n_stack until the control of both stack checks (the joint law at
     H = 1) lies STACK_RESOLVED combined SEs away, at most stack_rounds: then the control is rejected by construction.
-    At this seed and size one round leaves it closer, so more rounds are drawn."""
-    from attnlab import runtime
+    At the quick size and seed 0 (the session's shared quick run) one round leaves it closer, so more rounds are
+    drawn."""
     from attnlab.sakai.kernel_presets import STACK_RESOLVED, Z_TOL
 
-    p = all_presets()["sakai-kernel"]
-    small = {"n_networks": 400, "n_limit": 400, "n_reference": 100}
-    cfg = resolve_config(p, quick=True, overrides=small)  # n_stack = 1000 per round, at most 8 rounds
-    with runtime.x64():
-        ds = p.run(cfg, jax.random.key(5))
-        _, checks = p.summarize(ds, cfg)
-    draws = int(ds.stack_draws.values[0])
-    stack = [c for c in checks if "stack" in c.name]
-    assert len(stack) == 2 and draws % 1000 == 0 and 1000 < draws < 8000, draws
+    run = quick_run("sakai-kernel")
+    n_stack, rounds = run.config.n_stack, run.config.stack_rounds
+    draws = int(run.data.stack_draws.values[0])
+    stack = [c for c in run.checks if "stack" in c.name]
+    assert len(stack) == 2 and draws % n_stack == 0 and n_stack < draws < rounds * n_stack, draws
     assert all(c.control_error >= STACK_RESOLVED / Z_TOL * c.tolerance * (1 - 1e-12) for c in stack)
     assert all(c.control_rejected and c.passed for c in stack)
