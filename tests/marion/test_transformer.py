@@ -300,8 +300,9 @@ def test_layernorm_floor_is_the_risk_of_the_conditional_mean():
     E[x . v* | u] = s (k* . e)(e . v*) + E[R | u] (u . v*), at 5 SE; control: the floor without its mean-removal
     term gamma^2 (e . v*)^2. Under a shared z the floor is that term for v*_1 + v*_2."""
     d, n = 20, 8000
+    layernorm_floor = jax.jit(tf.layernorm_floor, static_argnames="n")  # as the preset calls it: compiled, not eager
     ks, vs = tf.sample_teachers(jax.random.key(5), d, 1)
-    floor, floor_se = tf.layernorm_floor(jax.random.key(6), ks, vs, GAMMA, False, n=n)
+    floor, floor_se = layernorm_floor(jax.random.key(6), ks, vs, GAMMA, False, n=n)
     s, e = math.sqrt(d / 2), np.full(d, 1 / math.sqrt(d))
     k, v = np.asarray(ks[0]), np.asarray(vs[0])
     x = s * k + GAMMA * np.asarray(jax.random.normal(jax.random.key(7), (n, d)))
@@ -322,7 +323,7 @@ def test_layernorm_floor_is_the_risk_of_the_conditional_mean():
     se = math.hypot(err.std(ddof=1) / math.sqrt(n), float(floor_se))
     assert abs(err.mean() - float(floor)) < 5 * se
     assert abs(err.mean() - (float(floor) - g2 * (e @ v) ** 2)) > 5 * se
-    shared = tf.layernorm_floor(jax.random.key(6), *tf.sample_teachers(jax.random.key(5), d, 2), GAMMA, True)
+    shared = layernorm_floor(jax.random.key(6), *tf.sample_teachers(jax.random.key(5), d, 2), GAMMA, True)
     ks2, vs2 = tf.sample_teachers(jax.random.key(5), d, 2)
     assert float(shared[0]) == pytest.approx(g2 * float(jnp.sum(vs2, 0) @ e) ** 2, rel=1e-12)
 
