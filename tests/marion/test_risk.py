@@ -122,7 +122,7 @@ def test_derivatives_agree_with_finite_differences(key):
     forward mode went wrong. Here all of them must agree with finite differences."""
     d, L, gamma, lam = 10, 5, SQRT_HALF, 0.8
     ks, vs, k, v = _random_point(key, d)
-    R = lambda k, v: risk_R(overlaps(k, v, ks, vs), lam, gamma, d, L)
+    R = jax.jit(lambda k, v: risk_R(overlaps(k, v, ks, vs), lam, gamma, d, L))  # compiled, as the dynamics call it
     Rn = lambda x: float(R(jnp.asarray(x[:d]), jnp.asarray(x[d:])))
     x = np.concatenate([np.asarray(k), np.asarray(v)])
     fd = _fd(Rn, x)
