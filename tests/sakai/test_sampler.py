@@ -75,11 +75,11 @@ def test_score_probe_matches_the_reference():
 def test_chi2_and_bartlett(key):
     k1, k2 = jax.random.split(key)
     dfs = np.array([1.0, 3.0, 40.0])
-    X = np.asarray(chi2(k1, dfs, (100_000, 3)))
+    X = np.asarray(jax.jit(chi2, static_argnums=2)(k1, dfs, (100_000, 3)))  # compiled, as the samplers call it
     for x, df in zip(X.T, dfs):
         assert abs(x.mean() - df) <= 5 * math.sqrt(2 * df / x.size)
         assert abs(x.var() - 2 * df) <= 5 * math.sqrt((48 * df + 12 * df**2) / x.size)
-    B = np.asarray(bartlett(k2, 6, 4, (50_000,)))
+    B = np.asarray(jax.jit(bartlett, static_argnums=(1, 2, 3))(k2, 6, 4, (50_000,)))
     W = B @ np.swapaxes(B, -1, -2)
     assert np.allclose(W.mean(0), 6 * np.eye(4), atol=5 * math.sqrt(2 * 6 / 50_000) * 1.5)
     with pytest.raises(ValueError, match="df >= s"):
@@ -90,7 +90,7 @@ def test_chi2_and_bartlett(key):
 def test_chi2_law_ks(df):
     """One-sample KS against the chi^2_df CDF at level 0.001. At df = 2 (Gamma(1), about 5% rejections) the 200k
     draws leave more pending elements than the retry buffer holds (M/64 + 64), so several gathering rounds run."""
-    x = np.asarray(chi2(jax.random.key(int(df * 10)), df, (200_000,)))
+    x = np.asarray(jax.jit(chi2, static_argnums=2)(jax.random.key(int(df * 10)), df, (200_000,)))
     assert st.kstest(x, st.chi2(df).cdf).pvalue > ALPHA
     assert abs(x.mean() - df) <= 5 * math.sqrt(2 * df / x.size)
 
