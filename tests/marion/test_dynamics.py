@@ -47,11 +47,13 @@ def test_vectors_from_overlaps_round_trip(key):
 @pytest.mark.slow
 def test_pgd_and_sgd_preserve_unit_norms(key):
     ks, vs, k, v = _start(key, 40)
+    pgd_step = jax.jit(pgd_step_full, static_argnums=(7, 8))  # compiled, as the runs' scans call them
+    sgd_step = jax.jit(sgd_step_full, static_argnums=(9, 10))
     for _ in range(50):
-        k, v = pgd_step_full(k, v, ks, vs, 0.9, 1e-2, G, 40, 10)
+        k, v = pgd_step(k, v, ks, vs, 0.9, 1e-2, G, 40, 10)
     assert abs(float(k @ k) - 1) < 1e-13 and abs(float(v @ v) - 1) < 1e-13
     for t in range(50):
-        k, v, _ = sgd_step_full(jax.random.fold_in(key, t), k, v, ks, vs, 0.9, 1e-2, G, 0.1, 5, 10)
+        k, v, _ = sgd_step(jax.random.fold_in(key, t), k, v, ks, vs, 0.9, 1e-2, G, 0.1, 5, 10)
     assert abs(float(k @ k) - 1) < 1e-13 and abs(float(v @ v) - 1) < 1e-13
 
 
