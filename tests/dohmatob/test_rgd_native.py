@@ -32,7 +32,7 @@ def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):
         V = jnp.stack([init_with_overlap(ks[len(links) + k], vs, 0.0, d) for k in range(len(links))])
         return b.X, Y, U, V, us, vs
 
-    return jax.vmap(prep)(jax.random.split(jax.random.key(seed), repeats))
+    return jax.jit(jax.vmap(prep))(jax.random.split(jax.random.key(seed), repeats))  # one program, not one per primitive
 
 
 @pytest.mark.parametrize("d, L, n, links", [
