@@ -1,6 +1,7 @@
 """Softmax attention, links, Dohmatob's sampler and its dictionary to Marion's (spec B1, B2, C)."""
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -104,10 +105,15 @@ def test_in_frame_sampler_has_the_law_of_the_rd_sampler():
     u, v = u / jnp.linalg.norm(u), v / jnp.linalg.norm(v)
     o = overlaps(u, v, us, vs).to_dohmatob()
     n = 40_000
-    for link in ("linear", "relu"):
+
+    @partial(jax.jit, static_argnums=0)  # one program per link, not one per primitive
+    def losses(link):
         b = sample_dohmatob(jax.random.key(10), us, vs, n, L, g, eps, link)
-        l1 = (softmax_attention(b.X, u, v, beta, link) - b.y) ** 2
         Z, y = sample_dohmatob_in_frame(jax.random.key(11), n, L, g, eps, d, link)
-        l2 = (frame_predict(Z, o, beta * math.sqrt(d), link) - y) ** 2
+        l1 = (softmax_attention(b.X, u, v, beta, link) - b.y) ** 2
+        return l1, (frame_predict(Z, o, beta * math.sqrt(d), link) - y) ** 2
+
+    for link in ("linear", "relu"):
+        l1, l2 = losses(link)
         se = math.sqrt(float(jnp.var(l1) + jnp.var(l2)) / n)
         assert abs(float(jnp.mean(l1) - jnp.mean(l2))) < 5 * se, link
