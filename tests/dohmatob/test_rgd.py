@@ -84,9 +84,11 @@ def test_closed_form_gradient_matches_autodiff():
     W = jax.random.normal(kw, (2 * K, d)) / math.sqrt(d)
     lam = 2.5
     XL = jnp.swapaxes(X, 0, 1).reshape(L * n, d)  # token-major
-    loss, G = _joint_value_and_grad(W, XL, Y, lam, links)
-    gU, gV = jax.grad(lambda U, V: jnp.sum(_joint_losses(U, V, X, Y, lam, links)), argnums=(0, 1))(W[:K], W[K:])
-    np.testing.assert_allclose(loss, _joint_losses(W[:K], W[K:], X, Y, lam, links), rtol=1e-13)
+    # compiled, as the RGD loop calls them, instead of one eager program per primitive
+    loss, G = jax.jit(_joint_value_and_grad, static_argnums=4)(W, XL, Y, lam, links)
+    joint_losses = jax.jit(_joint_losses, static_argnums=5)
+    gU, gV = jax.jit(jax.grad(lambda U, V: jnp.sum(joint_losses(U, V, X, Y, lam, links)), argnums=(0, 1)))(W[:K], W[K:])
+    np.testing.assert_allclose(loss, joint_losses(W[:K], W[K:], X, Y, lam, links), rtol=1e-13)
     np.testing.assert_allclose(G, jnp.concatenate([gU, gV]), rtol=1e-11, atol=1e-13)
 
 
