@@ -28,7 +28,7 @@ def test_batched_rgd_equals_single_runs():
         V = jax.random.normal(jax.random.fold_in(ki, 1), (3, d))
         return b.X, Y, U / jnp.linalg.norm(U, axis=1, keepdims=True), V / jnp.linalg.norm(V, axis=1, keepdims=True)
 
-    X, Y, U0, V0 = jax.vmap(prep)(jax.random.split(jax.random.key(0), 2))
+    X, Y, U0, V0 = jax.jit(jax.vmap(prep))(jax.random.split(jax.random.key(0), 2))  # one program, not one per primitive
     log = run_rgd(U0, V0, X, Y, 1.5, 0.05, 12, 4, links)
     assert log.u.shape == (2, 4, 3, d)
     step = jax.jit(rgd_step, static_argnums=6)
