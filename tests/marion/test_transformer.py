@@ -81,12 +81,13 @@ def test_forward_pass_against_numpy(H, p):
     sz = _sizes(H=H, p=p)
     params, r, _, _, X, _ = _random_state(sz)
     ref = _numpy_forward(params, r, X)
-    assert np.max(np.abs(np.asarray(tf.predict(params, r, X)) - ref)) < 1e-12
-    assert np.max(np.abs(np.asarray(tf.predict_full(params, r, X)) - ref)) < 1e-12
+    predict, predict_full = jax.jit(tf.predict), jax.jit(tf.predict_full, static_argnames="row")  # as training does
+    assert np.max(np.abs(np.asarray(predict(params, r, X)) - ref)) < 1e-12
+    assert np.max(np.abs(np.asarray(predict_full(params, r, X)) - ref)) < 1e-12
     other = np.random.default_rng(0).dirichlet(np.ones(sz.L + 1), size=(X.shape[0], sz.L))
     assert np.max(np.abs(_numpy_forward(params, r, X, rows_override=other) - ref)) < 1e-12
-    assert np.max(np.abs(np.asarray(tf.predict_full(params, r, X, row=1)) - ref)) > 1e-3
-    perm = np.asarray(tf.predict(params, r, X[:, ::-1]))
+    assert np.max(np.abs(np.asarray(predict_full(params, r, X, row=1)) - ref)) > 1e-3
+    perm = np.asarray(predict(params, r, X[:, ::-1]))
     assert np.max(np.abs(perm - ref)) < 1e-12
 
 
@@ -103,7 +104,7 @@ def test_gradient_against_central_differences(H, p):
     sz = _sizes(H=H, p=p)
     params, r, _, _, X, y = _random_state(sz, seed=4)
     loss = jax.jit(lambda w: tf.batch_loss(w, r, X, y))
-    grad = jax.grad(tf.batch_loss)(params, r, X, y)
+    grad = jax.jit(jax.grad(tf.batch_loss))(params, r, X, y)
     leaves, tree = jax.tree.flatten(params)
     for i in range(3):
         keys = jax.random.split(jax.random.key(10 + i), len(leaves))

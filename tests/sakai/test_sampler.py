@@ -100,9 +100,10 @@ def test_pending_indices():
 
     pending = np.zeros(1000, bool)
     pending[[1, 3, 4, 17, 640, 999]] = True
-    idx, valid = (np.asarray(a) for a in _pending_indices(jax.numpy.asarray(pending), 4))
+    pending_indices = jax.jit(_pending_indices, static_argnums=1)  # as the Gamma sampler's loop calls it
+    idx, valid = (np.asarray(a) for a in pending_indices(jax.numpy.asarray(pending), 4))
     assert idx.tolist() == [1, 3, 4, 17] and valid.all()
-    idx, valid = (np.asarray(a) for a in _pending_indices(jax.numpy.asarray(pending), 9))
+    idx, valid = (np.asarray(a) for a in pending_indices(jax.numpy.asarray(pending), 9))
     assert idx[valid].tolist() == [1, 3, 4, 17, 640, 999] and (idx[~valid] == 1000).all()
 
 
