@@ -47,8 +47,7 @@ def replicas(n_replicas: int, precision: str = "float32", n_steps: int = 10_000,
         arms = jax.tree.map(lambda a: jnp.repeat(a, n_replicas), one)
         sz = cfg.sizes()
         run_keys = jax.random.split(jax.random.key(0), cfg.n_repeats)[:n_runs]  # the preset's first runs
-        params0, runs, step_keys, _ = tp._initial(run_keys, one, sz,
-                                                  cfg.n_steps)
+        params0, runs, step_keys, _ = tp._initial(run_keys, one, sz, cfg.n_steps)
         leaves, treedef = jax.tree.flatten(params0)
         moved = []
         for i, leaf in enumerate(leaves):

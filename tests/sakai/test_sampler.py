@@ -17,6 +17,9 @@ from attnlab.sakai.reference import sample_reference, sample_reference_scores
 from attnlab.sakai.sampler import clip_event_probability, sample_first_token, sample_scores, sample_tokens
 
 ALPHA = 1e-3
+CHI2 = jax.jit(chi2, static_argnums=2)
+"""The chi^2 sampler compiled, as the samplers call it (eager, each operation would be a program of its own); one
+wrapper, so the KS cases of every df reuse its program."""
 
 
 def _close(a, b):
@@ -75,7 +78,7 @@ def test_score_probe_matches_the_reference():
 def test_chi2_and_bartlett(key):
     k1, k2 = jax.random.split(key)
     dfs = np.array([1.0, 3.0, 40.0])
-    X = np.asarray(jax.jit(chi2, static_argnums=2)(k1, dfs, (100_000, 3)))  # compiled, as the samplers call it
+    X = np.asarray(CHI2(k1, dfs, (100_000, 3)))
     for x, df in zip(X.T, dfs):
         assert abs(x.mean() - df) <= 5 * math.sqrt(2 * df / x.size)
         assert abs(x.var() - 2 * df) <= 5 * math.sqrt((48 * df + 12 * df**2) / x.size)
@@ -90,7 +93,7 @@ def test_chi2_and_bartlett(key):
 def test_chi2_law_ks(df):
     """One-sample KS against the chi^2_df CDF at level 0.001. At df = 2 (Gamma(1), about 5% rejections) the 200k
     draws leave more pending elements than the retry buffer holds (M/64 + 64), so several gathering rounds run."""
-    x = np.asarray(jax.jit(chi2, static_argnums=2)(jax.random.key(int(df * 10)), df, (200_000,)))
+    x = np.asarray(CHI2(jax.random.key(int(df * 10)), df, (200_000,)))
     assert st.kstest(x, st.chi2(df).cdf).pvalue > ALPHA
     assert abs(x.mean() - df) <= 5 * math.sqrt(2 * df / x.size)
 
