@@ -1,3 +1,4 @@
+import gc
 import os
 import time
 from pathlib import Path
@@ -47,6 +48,20 @@ JAX_PATH = ("slr/", "bruno/test_attention.py", "bruno/test_integrate.py", "bruno
             "sakai/test_kernel.py", "sakai/test_distances.py")
 """Test files (under tests/) whose tests exercise each paper's JAX code: marked ``jax_path``, the subset that
 bench/gpu.py runs on a GPU (``pytest -m jax_path``)."""
+
+
+# The test process is ours: Python's cyclic garbage collector tuned for a long session of tracing. Collection leaves
+# some hundreds of thousands of long-lived objects (modules, functions, the collected tests), which every full
+# collection would traverse again; JAX's tracing allocates objects by the million, which the default thresholds turn
+# into tens of thousands of collections per worker. Frozen objects are never collected (they live for the session
+# anyway); objects made later are collected as usual, less often.
+GC_THRESHOLDS = (10_000, 20, 20)
+
+
+def pytest_collection_finish(session):
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def pytest_collection_modifyitems(config, items):

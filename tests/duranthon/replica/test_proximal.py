@@ -28,7 +28,8 @@ def test_proximal_operator_against_brute_force_grid():
     g = jnp.linspace(-15, 15, 601)
     grid = jnp.stack(jnp.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
     J = jax.vmap(lambda x, a, b, y, m: _objective(act, x, a, b, y, m, V_k, V_v, 0.0), (0, None, None, None, None))
-    best = jax.jit(jax.vmap(lambda a, b, y, m: jnp.min(J(grid, a, b, y, m))))(ok, ov, s.y, s.mask)
+    # one sample at a time (lax.map): the grid's values for one sample, not for all 100 at once, in memory
+    best = jax.jit(lambda *xs: jax.lax.map(lambda x: jnp.min(J(grid, *x)), xs))(ok, ov, s.y, s.mask)
     for multistart in (True, False):
         chi = jax.jit(jax.vmap(lambda a, b, y, m: _prox_one(act, a, b, y, m, V_k, V_v, 0.0, 30, multistart)))(
             ok, ov, s.y, s.mask)
