@@ -50,18 +50,12 @@ JAX_PATH = ("slr/", "bruno/test_attention.py", "bruno/test_integrate.py", "bruno
 bench/gpu.py runs on a GPU (``pytest -m jax_path``)."""
 
 
-# The test process is ours: Python's cyclic garbage collector tuned for a long session of tracing. Collection leaves
-# some hundreds of thousands of long-lived objects (modules, functions, the collected tests), which every full
-# collection would traverse again; JAX's tracing allocates objects by the million, which the default thresholds turn
-# into tens of thousands of collections per worker. Frozen objects are never collected (they live for the session
-# anyway); objects made later are collected as usual, less often.
-GC_THRESHOLDS = (10_000, 20, 20)
-
-
 def pytest_collection_finish(session):
+    """The objects alive once the tests are collected (modules, functions, the collected tests: some hundreds of
+    thousands) live for the session: frozen, the garbage collector's full collections no longer traverse them
+    (its thresholds are attnlab's, :data:`attnlab.runtime.GC_THRESHOLDS`, set by ``runtime.configure()`` above)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def pytest_collection_modifyitems(config, items):

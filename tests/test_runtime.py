@@ -92,6 +92,25 @@ def test_x64_is_scoped_and_float64_decorator_uses_it():
             runtime.require_x64("this")
 
 
+def test_configure_raises_pythons_default_gc_thresholds_only_and_configured_restores_them():
+    """attnlab's thresholds replace Python's defaults (the command line, attnlab.run); a process's own thresholds are
+    kept; on leaving configured() the caller's are back."""
+    import gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(*compiled.PYTHON_GC_THRESHOLDS)
+        with compiled.configured():
+            assert gc.get_threshold() == compiled.GC_THRESHOLDS != compiled.PYTHON_GC_THRESHOLDS
+        assert gc.get_threshold() == compiled.PYTHON_GC_THRESHOLDS
+        gc.set_threshold(500, 5, 5)  # the process's own choice
+        with compiled.configured():
+            assert gc.get_threshold() == (500, 5, 5)
+        assert gc.get_threshold() == (500, 5, 5)
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_add_xla_flags_appends_missing_and_keeps_the_users(monkeypatch):
     from attnlab import runtime
 

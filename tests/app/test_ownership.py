@@ -329,11 +329,12 @@ def test_a_non_finite_metric_fails_the_run_and_writes_nothing(tmp_path, monkeypa
 
 
 API_PROBE = """
-import json, os, sys, jax
+import gc, json, os, sys, jax
 import equinox as eqx
 import attnlab
 keys = ("XLA_FLAGS", "EQX_ON_ERROR", "OMP_WAIT_POLICY")
-before = ({k: os.environ.get(k) for k in keys}, jax.config.jax_compilation_cache_dir, jax.config.jax_enable_x64)
+before = ({k: os.environ.get(k) for k in keys}, jax.config.jax_compilation_cache_dir, jax.config.jax_enable_x64,
+          gc.get_threshold())
 refused = []
 for seed in (-1, True, 2**64, 1.5, "0"):
     try:
@@ -341,7 +342,8 @@ for seed in (-1, True, 2**64, 1.5, "0"):
     except attnlab.AttnlabError as e:
         refused.append(len(str(e).splitlines()) == 1)
 run = attnlab.run("marion-manifold", quick=True, n_steps=1000, log_every=100, n_repeats=2, n_mc=2000)
-after = ({k: os.environ.get(k) for k in keys}, jax.config.jax_compilation_cache_dir, jax.config.jax_enable_x64)
+after = ({k: os.environ.get(k) for k in keys}, jax.config.jax_compilation_cache_dir, jax.config.jax_enable_x64,
+         gc.get_threshold())
 f = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative"))
 try:
     jax.block_until_ready(f(-1.0))
