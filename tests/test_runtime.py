@@ -111,6 +111,28 @@ def test_configure_raises_pythons_default_gc_thresholds_only_and_configured_rest
         gc.set_threshold(*before)
 
 
+XARRAY_PROBE = """
+import sys, numpy as np, xarray as xr
+from xarray.namedarray import pycompat
+from attnlab import runtime
+with runtime.xarray_without_dask():
+    xr.Dataset({"a": ("x", np.arange(3.0))})
+    inside = "dask.array" in sys.modules
+cached = "dask" in pycompat._cached_duck_array_modules
+xr.Dataset({"a": ("x", np.arange(3.0))})
+print(inside, cached, "dask.array" in sys.modules)
+"""
+
+
+def test_xarray_without_dask_is_scoped_to_its_block():
+    """In a fresh process: inside the block xarray makes variables without importing dask.array; on leaving it
+    xarray's cache no longer holds the answer, and the next variable made outside imports dask.array (the control:
+    what the block spares)."""
+    res = subprocess.run([sys.executable, "-c", XARRAY_PROBE], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["False", "False", "True"], res.stdout
+
+
 def test_add_xla_flags_appends_missing_and_keeps_the_users(monkeypatch):
     from attnlab import runtime
 

@@ -61,7 +61,7 @@ def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progre
         raise AttnlabError(f"{preset.name}: {reason}")
     runtime.release_compiled_programs()  # a process may run many presets (Dask workers, notebooks)
     impl = implementations(preset, config)
-    with runtime.x64():
+    with runtime.x64(), runtime.xarray_without_dask():
         t0 = time.perf_counter()
         ds = preset.run(config, jax.random.key(seed), progress)
         metrics, checks = preset.summarize(ds, config)

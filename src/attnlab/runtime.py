@@ -50,11 +50,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OPTIMISATION_FLAGS", "ONE_CORE_FLAGS", "GC_THRESHOLDS", "PYTHON_GC_THRESHOLDS", "LONG_RUNNING", "add_xla_flags", "xla_flags_with",
-           "use_compile_cache", "compile_cache_slot", "share_compile_cache", "usable_cores", "one_core",
-           "configure", "configured", "accelerator_plugin",
-           "x64", "float64",
-           "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
+__all__ = ["OPTIMISATION_FLAGS", "ONE_CORE_FLAGS", "GC_THRESHOLDS", "PYTHON_GC_THRESHOLDS", "LONG_RUNNING",
+           "add_xla_flags", "xla_flags_with", "use_compile_cache", "compile_cache_slot", "share_compile_cache",
+           "usable_cores", "one_core", "configure", "configured", "accelerator_plugin", "xarray_without_dask", "x64",
+           "float64", "require_x64", "mapping_count", "max_mappings", "release_compiled_programs"]
 
 OPTIMISATION_FLAGS: tuple[str, ...] = ("--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false")
 """The XLA flags :func:`configure` adds where JAX has no accelerator plugin, both for shorter compilation of the
@@ -447,6 +446,39 @@ def configured() -> Iterator[None]:
         user_mode = env["EQX_ON_ERROR"] or "raise"
         for m in _equinox_error_modes():
             m.EQX_ON_ERROR = eqx_before.get(id(m), user_mode)
+
+
+@contextlib.contextmanager
+def xarray_without_dask() -> Iterator[None]:
+    """xarray, for the duration of the block, takes no array for a Dask array, as where Dask is not installed.
+
+    Why: xarray asks for Dask's array type whenever it makes a variable (``as_compatible_data``), and the first time
+    it does so in a process it imports ``dask.array`` to get it: 0.2 s of every preset run's fixed cost, while the
+    arrays of a run are NumPy's and JAX's. Inside the block xarray's cached answer for ``"dask"`` is the one it gives
+    itself when Dask cannot be imported (no module, no array type); on exit its cache is as before. Where Dask's arrays
+    are already imported (a Dask worker, a user's session) or xarray keeps no such cache, nothing changes. Runs and the
+    writing of their datasets compute inside it (:func:`attnlab.api.execute`, :func:`attnlab.app.store.run_preset`), and
+    so does reading a run back into NumPy arrays (:func:`attnlab.app.store.read_data`)."""
+    import sys
+
+    try:
+        from packaging.version import Version
+        from xarray.namedarray import pycompat
+
+        cache = pycompat._cached_duck_array_modules
+        absent = object.__new__(pycompat.DuckArrayModule)
+    except (ImportError, AttributeError):
+        cache = None
+    if cache is None or "dask" in cache or "dask.array" in sys.modules:
+        yield
+        return
+    absent.module, absent.version, absent.type, absent.available = None, Version("0.0.0"), (), False
+    cache["dask"] = absent
+    try:
+        yield
+    finally:
+        if cache.get("dask") is absent:
+            del cache["dask"]
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ from typing import Any
 
 import jax
 
+from attnlab import runtime
 from attnlab.api import execute, implementations, json_safe
 from attnlab.app import interrupt, ownership
 from attnlab.config import MAX_SEED, ExperimentConfig, check_seed, config_hash
@@ -129,7 +130,7 @@ def read_data(run_dir: Path):
         if array.nchunks_initialized < array.nchunks:
             raise AttnlabError(f"{path} is damaged: variable {name!r} misses {array.nchunks - array.nchunks_initialized}"
                                f" of its {array.nchunks} chunks")
-    with xr.open_zarr(path) as ds:
+    with runtime.xarray_without_dask(), xr.open_zarr(path, chunks=None) as ds:  # NumPy arrays, not Dask's
         return ds.load()
 
 
@@ -351,7 +352,8 @@ def run_preset(preset: Preset, config: ExperimentConfig, seed: int, *, quick: bo
         if not force and _finished_with_hash(run_dir, digest):  # finished by the writer we waited for
             return RunResult(run_dir, read_summary(run_dir) or {}, reused=True)
         check_output_dir(run_dir, force, digest)
-        return _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, figures)
+        with runtime.xarray_without_dask():  # the run and the writing of its dataset: NumPy arrays only
+            return _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, figures)
 
 
 def _run_locked(preset, config, seed, quick, run_dir, digest, force, progress, figures) -> RunResult:
