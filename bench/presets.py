@@ -66,7 +66,7 @@ t2 = time.perf_counter()
 def mark(phase):
     print("@@mark " + phase, file=sys.stderr, flush=True)
 mark("run")
-with runtime.x64():
+with runtime.x64(), runtime.xarray_without_dask():  # as attnlab.api.execute
     ds = preset.run(config, jax.random.key(0), None)
     t3 = time.perf_counter()
     mark("checks")
@@ -75,7 +75,7 @@ with runtime.x64():
     mark("end")
 from attnlab.app.store import write_data
 from attnlab.plot import save_figure
-with tempfile.TemporaryDirectory() as tmp:
+with runtime.xarray_without_dask(), tempfile.TemporaryDirectory() as tmp:  # as attnlab.app.store.run_preset
     for name, fig in preset.plot(ds, config).items():
         save_figure(fig, tmp, name)
     if preset.animate is not None:
