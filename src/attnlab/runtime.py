@@ -27,8 +27,8 @@ a notebook can call the same functions.
   ``$ATTNLAB_JAX_CACHE_MAX_MB`` (default 2048), a process claiming a slot empties it and every free slot.
 * **Garbage collection** (:data:`GC_THRESHOLDS`). Tracing a program allocates Python objects by the hundred
   thousand; at Python's default thresholds (700, 10, 10) the cyclic collector then runs hundreds of times per
-  preset, its full collections traversing every object of JAX, SciPy and attnlab each time, for a fixed cost of
-  0.15-0.25 s per preset run. :func:`configure` raises the thresholds where they are Python's defaults (a process
+  preset, its full collections traversing every object of JAX, SciPy and attnlab each time (``docs/speed.md``
+  gives the cost). :func:`configure` raises the thresholds where they are Python's defaults (a process
   that set its own keeps them; :func:`configured` restores the caller's on exit).
 * **Memory mappings** (:func:`release_compiled_programs`). XLA's CPU backend gives every compiled kernel its own
   memory mappings and JAX keeps every program alive, so a long-lived process (a test worker, a Dask worker, a
@@ -453,12 +453,13 @@ def xarray_without_dask() -> Iterator[None]:
     """xarray, for the duration of the block, takes no array for a Dask array, as where Dask is not installed.
 
     Why: xarray asks for Dask's array type whenever it makes a variable (``as_compatible_data``), and the first time
-    it does so in a process it imports ``dask.array`` to get it: 0.2 s of every preset run's fixed cost, while the
-    arrays of a run are NumPy's and JAX's. Inside the block xarray's cached answer for ``"dask"`` is the one it gives
-    itself when Dask cannot be imported (no module, no array type); on exit its cache is as before. Where Dask's arrays
-    are already imported (a Dask worker, a user's session) or xarray keeps no such cache, nothing changes. Runs and the
-    writing of their datasets compute inside it (:func:`attnlab.api.execute`, :func:`attnlab.app.store.run_preset`), and
-    so does reading a run back into NumPy arrays (:func:`attnlab.app.store.read_data`)."""
+    it does so in a process it imports ``dask.array`` to get it, a fixed cost of every preset run, while the arrays
+    of a run are NumPy's and JAX's. Inside the block xarray's cached answer for ``"dask"`` is the one it gives
+    itself when Dask cannot be imported (no module, no array type); on exit its cache is as before. Where Dask's
+    arrays are already imported (a Dask worker, a notebook that uses Dask) or xarray keeps no such cache, nothing
+    changes. Runs and the writing of their datasets compute inside it (:func:`attnlab.api.execute`,
+    :func:`attnlab.app.store.run_preset`), and so does reading a run back into NumPy arrays
+    (:func:`attnlab.app.store.read_data`)."""
     import sys
 
     try:
