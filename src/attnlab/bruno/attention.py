@@ -323,6 +323,7 @@ def _native_sums(q2, c, x, u):
                              q2, c, x, u, vmap_method="sequential")
 
 
+@jax.jit
 def _native_inputs(x, S, beta):
     """(q2, c, C, usable): base-2 queries of the symmetrised S, c_i = t_ii / 2, C = max c, and whether the symmetric
     kernel applies (S symmetric to 1e-6 relative, and t_ij - c_i - c_j <= 64 for every pair: guaranteed when S is
@@ -461,6 +462,11 @@ def _log_normalizer_jit(x, Q, K, beta, block_q, block_k, dtype, method):
 def attention_dense(x, Q, K, V, beta, *, normalization: Normalization = "sa"):
     """Reference: materialise the N x N scores and their softmax (memory O(N^2))."""
     _check(x, beta, 1, 1, normalization)
+    return _attention_dense(x, Q, K, V, beta, normalization)
+
+
+@partial(jax.jit, static_argnums=5)
+def _attention_dense(x, Q, K, V, beta, normalization):
     s = beta * _dot(_dot(x, Q.T), _dot(x, K.T).T)
     vx = _dot(x, V.T)
     if normalization == "sa":
@@ -468,6 +474,7 @@ def attention_dense(x, Q, K, V, beta, *, normalization: Normalization = "sa"):
     return _dot(jnp.exp(s), vx) / x.shape[0]
 
 
+@jax.jit
 def log_normalizer_dense(x, Q, K, beta):
     """Reference log Z_i with the N x N scores materialised."""
     return jax.scipy.special.logsumexp(beta * _dot(_dot(x, Q.T), _dot(x, K.T).T), axis=1)

@@ -11,6 +11,8 @@ All samplers take an explicit PRNG key and return float64 arrays of unit vectors
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,6 +49,11 @@ def uniform_sphere(key, n: int, d: int):
     _check_n(n)
     if d < 2:
         raise ValueError(f"tokens must live in dimension d >= 2 (got d = {d})")
+    return _uniform_sphere(key, n, d)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _uniform_sphere(key, n: int, d: int):
     g = jax.random.normal(key, (n, d), dtype=jnp.float64)
     return g / jnp.linalg.norm(g, axis=1, keepdims=True)
 
@@ -56,6 +63,7 @@ def angles_to_s1(theta):
     return jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=-1)
 
 
+@partial(jax.jit, static_argnums=1)
 def _wn_angles(key, n, means, weights, variances):
     kc, kz = jax.random.split(key)
     comp = jax.random.choice(kc, means.size, (n,), p=jnp.asarray(weights))

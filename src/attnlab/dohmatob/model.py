@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -91,6 +92,7 @@ def inverse_temperature(beta, d: int) -> float:
     return check_beta(beta) * math.sqrt(d)
 
 
+@partial(jax.jit, static_argnames="axis")
 def softmax_weights(logits, axis: int = -1):
     """``softmax`` through log-sum-exp: ``exp(logits - logsumexp(logits))``, finite for any finite logits."""
     return jnp.exp(logits - jax.scipy.special.logsumexp(logits, axis=axis, keepdims=True))

@@ -211,16 +211,14 @@ def run_rgd(u0, v0, X, Y, lam, step_size, n_steps: int, log_every: int, links=("
         n_segments -= 1
     token_dtype = jnp.dtype(token_dtype or X.dtype)
     native = resolve_implementation(implementation, links, token_dtype) == "native"
-    R, n, L, d = X.shape
     K = u0.shape[1]
-    W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
     if native:
+        W = jnp.concatenate([u0, v0], axis=1)  # (R, 2K, d)
         Xp, Yn, Wn = rgd_native.tokens(X), np.asarray(Y), np.asarray(W, np.float64)
         loss0 = jnp.asarray(rgd_native.run(Xp, Yn, links, Wn, float(lam), float(step_size), 1, 0)[1][:, 0], u0.dtype)
     else:
-        loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
+        W, loss0, XL = _start(u0, v0, X, Y, lam, links, token_dtype)
         seg = _segment_fn(links, log_every, n_logs // n_segments)
-        XL = jnp.swapaxes(jnp.asarray(X, dtype=token_dtype), 1, 2).reshape(R, L * n, d)  # token-major
     us, vs, ls = [u0[:, None]], [v0[:, None]], [loss0[:, None]]
     for i in range(n_segments):
         if native:
@@ -236,6 +234,16 @@ def run_rgd(u0, v0, X, Y, lam, step_size, n_steps: int, log_every: int, links=("
         if progress is not None:
             progress(i + 1, n_segments)
     return RGDLog(jnp.concatenate(us, 1), jnp.concatenate(vs, 1), jnp.concatenate(ls, 1))
+
+
+@functools.partial(jax.jit, static_argnames=("links", "token_dtype"))
+def _start(u0, v0, X, Y, lam, links, token_dtype):
+    """The rows ``W = [u0; v0]`` (R, 2K, d), the losses at step 0 (R, K) and the tokens in ``token_dtype``, token-major
+    (R, L n, d), in one program."""
+    R, n, L, d = X.shape
+    loss0 = jax.vmap(_joint_losses, in_axes=(0, 0, 0, 0, None, None))(u0, v0, X, Y, lam, links)
+    XL = jnp.swapaxes(X.astype(token_dtype), 1, 2).reshape(R, L * n, d)
+    return jnp.concatenate([u0, v0], axis=1), loss0, XL
 
 
 _rgd_step_jit = jax.jit(rgd_step, static_argnames=("link",))

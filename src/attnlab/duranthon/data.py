@@ -104,7 +104,11 @@ def c_nu(model: str, nu) -> float:
 def sample_teacher_sqrtD(key, D: int):
     """Teacher pair with ``|k*|^2 = |v*|^2 = D`` and ``k* . v* = 0`` (Gaussian, orthogonalised, rescaled); D an
     integer >= 2."""
-    D = check.count("dimension D", D, minimum=2)
+    return _teacher_sqrtD(key, check.count("dimension D", D, minimum=2))
+
+
+@partial(jax.jit, static_argnums=1)
+def _teacher_sqrtD(key, D: int):
     kk, kv = jax.random.split(key)
     k = jax.random.normal(kk, (D,))
     k = k / jnp.linalg.norm(k)

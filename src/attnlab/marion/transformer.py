@@ -241,6 +241,7 @@ def batch_loss(params: Params, r, X, y):
     return jnp.mean((predict(params, r, X) - y) ** 2)
 
 
+@jax.jit
 def sgd_step(params: Params, r, X, y, step_size):
     """One plain SGD update of every trained tensor (the register frozen). Returns ``(params, batch_loss)``."""
     loss, grad = jax.value_and_grad(batch_loss)(params, r, X, y)

@@ -20,6 +20,7 @@ Two samplers share one law:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -37,6 +38,7 @@ class SLRBatch(NamedTuple):
     J0: jax.Array
 
 
+@partial(jax.jit, static_argnums=1)
 def sample_teacher(key, d: int):
     """Teacher pair (k*, v*) as in the official ``init_star``: k* a normalised Gaussian, v* an independent Gaussian
     orthogonalised against k* and normalised. Returns ``(k_star, v_star)``, each of shape (d,)."""
@@ -48,6 +50,7 @@ def sample_teacher(key, d: int):
     return k_star, v_star / jnp.linalg.norm(v_star)
 
 
+@partial(jax.jit, static_argnums=1)
 def init_sphere(key, d: int):
     """Independent uniform k and v on the sphere S^{d-1} (official ``initialize_on_sphere``)."""
     kk, kv = jax.random.split(key)
@@ -56,6 +59,7 @@ def init_sphere(key, d: int):
     return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
+@partial(jax.jit, static_argnames=("n", "L", "link"))
 def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, mean_scale, link=None) -> SLRBatch:
     """``n`` SLR sequences in R^d with signal mean ``mean_scale k*``: ``X_{J0} ~ N(mean_scale k*, gamma^2 I)``,
     ``X_l ~ N(0, I)`` otherwise, ``y = link(X_{J0} . v*) + eps xi`` (``link=None``: the identity), J0 uniform."""
@@ -71,6 +75,7 @@ def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, mean_scale, l
     return SLRBatch(X, y, J0)
 
 
+@partial(jax.jit, static_argnames=("n", "L", "link", "normal"))
 def sample_tokens_in_frame(key, n: int, L: int, gamma, eps, mean_scale, link=None, normal=jax.random.normal):
     """Coordinates in the frame ``(k*, v*, e1, e2)`` of the tokens of :func:`sample_tokens` (same law as projecting
     them). ``normal(key, shape)`` draws the standard normals of the coordinates. Returns ``(Z, y, scale)``: ``Z``

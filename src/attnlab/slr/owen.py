@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -21,6 +22,7 @@ __all__ = ["owens_t", "zeta"]
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(64)
 
 
+@jax.jit
 def owens_t(h, a):
     r"""Owen's T function ``T(h, a) = (1 / 2 pi) int_0^a exp(-h^2 (1 + x^2) / 2) / (1 + x^2) dx`` for ``0 <= a <= 1``.
 

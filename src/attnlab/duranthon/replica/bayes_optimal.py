@@ -45,6 +45,7 @@ _GH_T, _GH_W = np.polynomial.hermite_e.hermegauss(BO_GH_NODES)
 _GH_LOGW = np.log(_GH_W / math.sqrt(2 * math.pi))
 
 
+@jax.jit
 def log_argmax_probs(omega_k, mask, V_k):
     r"""``log P(argmax_l (omega_l + sqrt(V_k) t_l) = eps)`` for every token eps (t standard normal, masked tokens
     excluded): the one-dimensional integral ``int phi(t) prod_{l != eps} Phi(t + (omega_eps - omega_l)/sqrt(V_k)) dt``
