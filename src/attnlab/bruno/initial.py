@@ -58,6 +58,7 @@ def _uniform_sphere(key, n: int, d: int):
     return g / jnp.linalg.norm(g, axis=1, keepdims=True)
 
 
+@jax.jit
 def angles_to_s1(theta):
     """Angles (n,) -> points (n, 2) on S^1."""
     return jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=-1)
@@ -84,7 +85,11 @@ def latitude_uniform_azimuth_mixture(key, n: int, means, weights=None, variances
     x = (cos psi cos theta, cos psi sin theta, sin psi).
     """
     _check_n(n)
-    means, weights, variances = _mixture(means, weights, variances)
+    return _latitude_azimuth(key, n, *_mixture(means, weights, variances))
+
+
+@partial(jax.jit, static_argnums=1)
+def _latitude_azimuth(key, n, means, weights, variances):
     kp, kt = jax.random.split(key)
     psi = jax.random.uniform(kp, (n,), dtype=jnp.float64, minval=-jnp.pi / 2, maxval=jnp.pi / 2)
     theta = _wn_angles(kt, n, means, weights, variances)

@@ -94,6 +94,7 @@ class REMConstants(NamedTuple):
     psi: float
 
 
+@jax.jit
 def rem_constants_alpha(alpha, beta):
     """REM constants from alpha and beta (vectorised, JAX): ``(alpha, beta_crit, r, phi, psi)``."""
     alpha = jnp.asarray(alpha, dtype=jnp.float64)

@@ -347,11 +347,15 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
 def vectors_on_manifold(key, k_star, v_star, m_k, q_k, m_v, q_v):
     """Student (k, v) with overlaps (m_k, q_k, m_v, q_v) and zero cross terms (on M): ``k = m_k k* + s_k e1``,
     ``v = m_v v* + s_v e2`` with e1, e2 orthonormal, orthogonal to k*, v*, scaled to norm sqrt(D)."""
+    return _on_manifold(key, k_star, v_star, m_k, math.sqrt(max(q_k - m_k**2, 0.0)), m_v,
+                        math.sqrt(max(q_v - m_v**2, 0.0)))
+
+
+@jax.jit
+def _on_manifold(key, k_star, v_star, m_k, s_k, m_v, s_v):
     D = k_star.shape[-1]
     B = jnp.stack([k_star, v_star, *jax.random.normal(key, (2, D))], axis=1)
     Q, R = jnp.linalg.qr(B)
     Q = Q * jnp.sign(jnp.diag(R))
     e1, e2 = math.sqrt(D) * Q[:, 2], math.sqrt(D) * Q[:, 3]
-    k = m_k * k_star + math.sqrt(max(q_k - m_k**2, 0.0)) * e1
-    v = m_v * v_star + math.sqrt(max(q_v - m_v**2, 0.0)) * e2
-    return k, v
+    return m_k * k_star + s_k * e1, m_v * v_star + s_v * e2

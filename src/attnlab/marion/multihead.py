@@ -138,6 +138,7 @@ def student_index(J: int, H: int):
 
 # --- schedule, initialisation, data --------------------------------------------------------------------------------
 
+@jax.jit
 def lambda_capped(t, lambda0, rate, cap):
     """``lambda_t = lambda0 / (1 + rate min(t, cap))`` (App. E.3: 2 / (1 + 2e-4 min(t, 25 000)), 1/3 from the cap on)."""
     t = jnp.asarray(t, dtype=jnp.float64)
@@ -455,6 +456,7 @@ def mc_excess_risk(key, gram, lam, gamma, eps, d: int, L: int, n: int, shared, J
 
 # --- alignments, matching, classes ---------------------------------------------------------------------------------
 
+@partial(jax.jit, static_argnames=("J", "H"))
 def alignments(gram, J: int = 2, H: int = 2):
     """``(kappa, nu)``: ``|k_h . k*_j|`` and ``|v_h . v*_j|``, each of shape (..., H, J) (the notebook's absolute
     alignments)."""

@@ -60,6 +60,7 @@ def kde(x, grid, block: int = 8192):
     return acc / (N * bw * math.sqrt(2 * math.pi))
 
 
+@jax.jit
 def _discrete_kl(p, q):
     """scipy.stats.entropy(p, q): both renormalised to sum 1."""
     p, q = p / jnp.sum(p), q / jnp.sum(q)
