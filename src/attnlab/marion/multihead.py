@@ -141,8 +141,7 @@ def student_index(J: int, H: int):
 @jax.jit
 def lambda_capped(t, lambda0, rate, cap):
     """``lambda_t = lambda0 / (1 + rate min(t, cap))`` (App. E.3: 2 / (1 + 2e-4 min(t, 25 000)), 1/3 from the cap on)."""
-    t = jnp.asarray(t, dtype=jnp.float64)
-    return lambda0 / (1.0 + rate * jnp.minimum(t, cap))
+    return lambda0 / (1.0 + rate * jnp.minimum(jnp.asarray(t, dtype=jnp.float64), cap))
 
 
 def sample_teachers(key, d: int, J: int = 2):
@@ -458,11 +457,9 @@ def mc_excess_risk(key, gram, lam, gamma, eps, d: int, L: int, n: int, shared, J
 
 @partial(jax.jit, static_argnames=("J", "H"))
 def alignments(gram, J: int = 2, H: int = 2):
-    """``(kappa, nu)``: ``|k_h . k*_j|`` and ``|v_h . v*_j|``, each of shape (..., H, J) (the notebook's absolute
-    alignments)."""
+    """``(kappa, nu)``: ``|k_h . k*_j|`` and ``|v_h . v*_j|``, each (..., H, J) (the notebook's absolute alignments)."""
     kt, vt = teacher_index(J)
     ks, vs = student_index(J, H)
-    gram = jnp.asarray(gram)
     return jnp.abs(gram[..., ks[:, None], kt[None, :]]), jnp.abs(gram[..., vs[:, None], vt[None, :]])
 
 
