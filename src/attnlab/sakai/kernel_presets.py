@@ -99,9 +99,8 @@ def sequences(key, kind: str, m: int, s: int, d: int) -> np.ndarray:
     from attnlab.slr.data import sample_teacher, sample_tokens
 
     kt, kx = jax.random.split(key)
-    k_star, v_star = jax.jit(sample_teacher, static_argnums=1)(kt, d)
-    draw = jax.jit(sample_tokens, static_argnums=(3, 4))
-    return np.asarray(draw(kx, k_star, v_star, m, s, math.sqrt(0.5), 0.0, math.sqrt(d / 2.0)).X)
+    k_star, v_star = sample_teacher(kt, d)
+    return np.asarray(sample_tokens(kx, k_star, v_star, m, s, math.sqrt(0.5), 0.0, math.sqrt(d / 2.0)).X)
 
 
 def projections(m: int, s: int, key) -> np.ndarray:

@@ -114,11 +114,10 @@ def slr_data(key, n_train: int, n_test: int, s: int, d: int, noise: float):
     from attnlab.slr.data import sample_teacher, sample_tokens
 
     kt, ka, kb = jax.random.split(key, 3)
-    k_star, v_star = jax.jit(sample_teacher, static_argnums=1)(kt, d)
-    draw = jax.jit(sample_tokens, static_argnums=(3, 4))
+    k_star, v_star = sample_teacher(kt, d)
     out = []
     for k, m in ((ka, n_train), (kb, n_test)):
-        b = draw(k, k_star, v_star, m, s, math.sqrt(0.5), noise, math.sqrt(d / 2.0))
+        b = sample_tokens(k, k_star, v_star, m, s, math.sqrt(0.5), noise, math.sqrt(d / 2.0))
         out += [np.asarray(b.X), np.asarray(b.y)]
     return tuple(out)
 
