@@ -245,7 +245,11 @@ class _Program:
     def __init__(self, exported, out_example, compiler_options=None):
         import jax
 
-        self.call = jax.jit(exported.call, compiler_options=compiler_options)
+        def call(*flat):
+            return exported.call(*flat)
+
+        call.__name__ = call.__qualname__ = exported.fun_name  # the function's name in JAX's logs and profiles
+        self.call = jax.jit(call, compiler_options=compiler_options)
         self.out_tree = jax.tree_util.tree_structure(out_example)
 
     def __call__(self, leaves):

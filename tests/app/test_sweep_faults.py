@@ -28,8 +28,8 @@ def _in_process(monkeypatch):
     """Dask workers as threads of this process (no worker processes to start, compiled programs shared): the
     behaviour under test is the driver's."""
     make = engine.make_client
-    monkeypatch.setattr(engine, "make_client", lambda scheduler=None, workers=None, processes=True:
-                        make(scheduler, workers, processes=False))
+    monkeypatch.setattr(engine, "make_client", lambda scheduler=None, workers=None, processes=True, **kwargs:
+                        make(scheduler, workers, processes=False, **kwargs))
 
 
 def test_unknown_plot_metric_is_rejected_after_the_first_task(tmp_path, capsys, monkeypatch):

@@ -321,7 +321,7 @@ def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label
     if on_gpu:
         err.print(layout.describe(), markup=False, highlight=False)
     with engine.quiet_workers():
-        client = engine.make_client(scheduler, workers, **on_gpu)
+        client = engine.make_client(scheduler, workers, papers={t.preset.split("-", 1)[0] for t in tasks}, **on_gpu)
     interrupted = False
     try:
         resources, order = scheduling.plan(client, tasks, layout)

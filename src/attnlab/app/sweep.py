@@ -38,6 +38,7 @@ import xarray as xr
 
 from attnlab import runtime
 from attnlab.api import json_safe
+from attnlab.app.forkserver import worker_start_method
 from attnlab.app.scheduling import NANNY_CONFIG, WORKER_CORES_ENV, pin_worker, usable_cores
 from attnlab.config import parse_value
 from attnlab.errors import AttnlabError, NonFiniteResultError
@@ -190,13 +191,15 @@ SCHEDULER_TIMEOUT_S = 10.0
 scheduler still starting) before the command says it cannot reach it."""
 
 
-def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None):
+def make_client(scheduler: str | None = None, workers: int | None = None, processes: bool = True, layout=None,
+                papers=None):
     """A Dask client: on ``scheduler`` (``tcp://host:port``) if given, else an in-process LocalCluster with
     ``workers`` single-threaded worker processes (default: one per core, each pinned to a core of its own:
     :func:`attnlab.app.scheduling.pin_worker`), or, for a GPU ``layout``
     (:class:`attnlab.app.scheduling.Layout`), its GPU and CPU workers (:func:`attnlab.app.scheduling.
     make_gpu_cluster`); the worker processes start with :func:`worker_env` (in-process workers, ``processes=False``,
-    compute with this process's XLA as it is)."""
+    compute with this process's XLA as it is), forked from a server that imported attnlab and the presets of
+    ``papers`` (default: every paper) once (:mod:`attnlab.app.forkserver`) where the platform has one."""
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -218,9 +221,10 @@ def make_client(scheduler: str | None = None, workers: int | None = None, proces
             return Client(make_gpu_cluster(layout, env))
         if processes and hasattr(os, "sched_getaffinity"):  # one core per worker (pin_worker)
             env[WORKER_CORES_ENV] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
-                               scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
-                               silence_logs=50, **({"env": env} if processes else {}))
+        with worker_start_method(env, papers) if processes else contextlib.nullcontext():  # forked from a preloaded server
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
+                                   scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                                   silence_logs=50, **({"env": env} if processes else {}))
         return Client(cluster)
 
 
