@@ -115,22 +115,26 @@ XARRAY_PROBE = """
 import sys, numpy as np, xarray as xr
 from xarray.namedarray import pycompat
 from attnlab import runtime
+from xarray.namedarray import utils
 with runtime.xarray_without_dask():
-    xr.Dataset({"a": ("x", np.arange(3.0))})
-    inside = "dask.array" in sys.modules
+    ds = xr.Dataset({"a": ("x", np.arange(3.0))})
+    utils.is_duck_dask_array(ds.a.data)
+    inside = "dask.array" in sys.modules, "dask" in sys.modules
 cached = "dask" in pycompat._cached_duck_array_modules
+utils.is_duck_dask_array(np.arange(3.0))
+dask_base = "dask.base" in sys.modules and "dask.array" not in sys.modules
 xr.Dataset({"a": ("x", np.arange(3.0))})
-print(inside, cached, "dask.array" in sys.modules)
+print(*inside, cached, dask_base, "dask.array" in sys.modules)
 """
 
 
 def test_xarray_without_dask_is_scoped_to_its_block():
-    """In a fresh process: inside the block xarray makes variables without importing dask.array; on leaving it
-    xarray's cache no longer holds the answer, and the next variable made outside imports dask.array (the control:
-    what the block spares)."""
+    """In a fresh process: inside the block xarray makes variables and tests for Dask collections without importing
+    Dask; on leaving it xarray's cache no longer holds the answer and its test is its own again: the next variable
+    made outside imports dask.array, the next test dask.base (the controls: what the block spares)."""
     res = subprocess.run([sys.executable, "-c", XARRAY_PROBE], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split() == ["False", "False", "True"], res.stdout
+    assert res.stdout.split() == ["False", "False", "False", "True", "True"], res.stdout
 
 
 def test_add_xla_flags_appends_missing_and_keeps_the_users(monkeypatch):

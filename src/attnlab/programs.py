@@ -248,7 +248,7 @@ class _Program:
         def call(*flat):
             return exported.call(*flat)
 
-        call.__name__ = call.__qualname__ = exported.fun_name  # the function's name in JAX's logs and profiles
+        call.__name__ = call.__qualname__ = f"saved_{exported.fun_name}"  # named in JAX's logs and profiles
         self.call = jax.jit(call, compiler_options=compiler_options)
         self.out_tree = jax.tree_util.tree_structure(out_example)
 

@@ -455,11 +455,12 @@ def xarray_without_dask() -> Iterator[None]:
     Why: xarray asks for Dask's array type whenever it makes a variable (``as_compatible_data``), and the first time
     it does so in a process it imports ``dask.array`` to get it, a fixed cost of every preset run, while the arrays
     of a run are NumPy's and JAX's. Inside the block xarray's cached answer for ``"dask"`` is the one it gives
-    itself when Dask cannot be imported (no module, no array type); on exit its cache is as before. Where Dask's
-    arrays are already imported (a Dask worker, a notebook that uses Dask) or xarray keeps no such cache, nothing
-    changes. Runs and the writing of their datasets compute inside it (:func:`attnlab.api.execute`,
-    :func:`attnlab.app.store.run_preset`), and so does reading a run back into NumPy arrays
-    (:func:`attnlab.app.store.read_data`)."""
+    itself when Dask cannot be imported (no module, no array type); on exit its cache is as before. Likewise, where
+    Dask itself is not imported, xarray's test of a Dask collection (which imports ``dask.base``) answers no inside
+    the block: no Dask collection exists in a process that never imported Dask. Where Dask's arrays are already
+    imported (a Dask worker, a notebook that uses Dask) or xarray keeps no such cache, nothing changes. Runs and the
+    writing of their datasets compute inside it (:func:`attnlab.api.execute`, :func:`attnlab.app.store.run_preset`),
+    and so does reading a run back into NumPy arrays (:func:`attnlab.app.store.read_data`)."""
     import sys
 
     try:
@@ -475,11 +476,22 @@ def xarray_without_dask() -> Iterator[None]:
         return
     absent.module, absent.version, absent.type, absent.available = None, Version("0.0.0"), (), False
     cache["dask"] = absent
+    from xarray.namedarray import utils
+
+    tested = getattr(utils, "is_dask_collection", None) if "dask" not in sys.modules else None
+    if tested is not None:
+        utils.is_dask_collection = _no_dask_collection
     try:
         yield
     finally:
         if cache.get("dask") is absent:
             del cache["dask"]
+        if tested is not None and utils.is_dask_collection is _no_dask_collection:
+            utils.is_dask_collection = tested
+
+
+def _no_dask_collection(x) -> bool:
+    return False
 
 
 @contextlib.contextmanager

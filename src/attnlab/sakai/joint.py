@@ -220,8 +220,8 @@ def sample_joint_limit(key, K, *, n_tokens: int, n_heads: int, layers=("attentio
     if max_heads is not None and max_heads < n_heads:
         raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
     H = n_heads if max_heads is None else int(max_heads)
-    active = None if max_heads is None else jnp.asarray(float(n_heads))
-    return _limit(key, jnp.asarray(L0), active, K.shape[0] // n_tokens, n_tokens, H, layers, n_samples, n_out,
+    active = None if max_heads is None else float(n_heads)  # host values: no program to move them
+    return _limit(key, np.asarray(L0), active, K.shape[0] // n_tokens, n_tokens, H, layers, n_samples, n_out,
                   scaling, readout == "mean", chunk or chunk_size(n_samples, 8 * H * K.shape[0] ** 2))
 
 
@@ -268,18 +268,18 @@ def sample_network(key, U, *, n, n_heads: int, layers=("attention",), n_samples:
     if max_heads is not None and max_heads < n_heads:
         raise ValueError(f"max_heads must be >= n_heads; got max_heads={max_heads}, n_heads={n_heads}")
     H = n_heads if max_heads is None else int(max_heads)
-    active = None if max_heads is None else jnp.asarray(float(n_heads))
+    active = None if max_heads is None else float(n_heads)  # host values: no program to move them
     explicit = any(x in ("relu", "erf") for x in layers[:-1])
     per = M * (8 * H * M + (n if explicit else 0) + 8 * d_in)
     # without explicit (ReLU/erf) layers the width is a traced value (and 1/n scaling a traced factor on the scores):
     # one compiled program for every n, H and scaling
-    U0 = jnp.asarray(U.reshape(M, d_in) / math.sqrt(d_in))
+    U0 = np.asarray(U.reshape(M, d_in) / math.sqrt(d_in))
     chunk = chunk or chunk_size(n_samples, per)
     pool = readout == "mean"
     if explicit:
         return _network_static(key, U0, n, active, m, s, H, layers, n_samples, n_out, scaling, pool, chunk)
-    factor = jnp.asarray(1.0 if scaling == "sqrt" else 1.0 / math.sqrt(n))
-    return _network(key, U0, jnp.asarray(float(n)), active, factor, m, s, H, layers, n_samples, n_out, pool, chunk)
+    factor = 1.0 if scaling == "sqrt" else 1.0 / math.sqrt(n)
+    return _network(key, U0, float(n), active, factor, m, s, H, layers, n_samples, n_out, pool, chunk)
 
 
 @functools.partial(programs.jit, static_argnums=tuple(range(5, 13)))

@@ -124,7 +124,7 @@ def as_kernel(K, n_tokens: int | None = None) -> Kernel:
 def _map(K: Kernel, fn, *params) -> Kernel:
     """``fn(k, *params)`` on each replicate k, compiled as one program per module-level ``fn`` and ``params``
     (eager, each of its operations would be a program)."""
-    return Kernel(np.asarray(_vmapped(fn, len(params))(jnp.asarray(K.replicates), *params)), K.n_tokens)
+    return Kernel(np.asarray(_vmapped(fn, len(params))(np.asarray(K.replicates), *params)), K.n_tokens)
 
 
 @functools.cache
@@ -284,9 +284,9 @@ def attention_blocks(K, ia, ib, *, key, n_tokens: int | None = None, n_points: i
     z_diag = sobol_normals(kd, s * s, n_points, R) if same.any() else np.zeros((R, 1, s * s))
     z_pair = sobol_normals(kp, 4 * s * s, n_points, R) if (~same).any() else np.zeros((R, 1, 4 * s * s))
     out = np.empty((R, ia.size, s, s))
-    as_idx = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
-    for r in range(R):
-        diag, off = _attention_replicate(jnp.asarray(reps[r]), jnp.asarray(z_diag[r]), jnp.asarray(z_pair[r]),
+    as_idx = lambda x: np.asarray(x, np.int32)  # noqa: E731
+    for r in range(R):  # host arrays as arguments: jnp.asarray would run a program to move each one
+        diag, off = _attention_replicate(np.asarray(reps[r]), np.asarray(z_diag[r]), np.asarray(z_pair[r]),
                                          as_idx(ia[same]), as_idx(ia[~same]), as_idx(ib[~same]), s, int(chunk))
         diag = np.asarray(diag)
         out[r, same] = 0.5 * (diag + np.swapaxes(diag, -1, -2))
