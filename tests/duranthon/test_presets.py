@@ -137,16 +137,16 @@ def test_sample_complexity_has_the_bayes_optimal_curve_below_erm(quick_run):
 
 
 @pytest.mark.slow
-def test_low_snr_reports_every_point_and_passes_its_control_checks():
-    """Quick size on the quick lambda path (1, 0.1: the checks apply; with 2 seeds the control at lambda = 0.3 would
-    lie within the 5 SE and leave the checks inconclusive); the default path goes down to 0.01, where the diagnostics
+def test_low_snr_reports_every_point_and_passes_its_control_checks(quick_run):
+    """The session's quick run: the quick lambda path (1, 0.1: the checks apply; the control at lambda = 0.3 would lie
+    within the 5 SE and leave the checks inconclusive); the default path goes down to 0.01, where the diagnostics
     show the two V_hat estimators part.
 
     At lambda = 1 every solve converges. At lambda = 0.1 a frozen set's solve can stall near a fold of its proximal
     maps, and whether it does follows the rounding of the compiled map (XLA's loop or fusion emitters on the same CPU:
     all 8 converge with one, one of 8 stalls at a residual of 2e-3 even after 500 evaluations with the other): the
     preset then reports that point as not converged, leaves it out of the checks, and the checks still apply."""
-    ds, (metrics, checks), figs = _run("duranthon-low-snr", lams=[1.0, 0.1], n_seeds=2)
+    ds, (metrics, checks), figs = _shared(quick_run, "duranthon-low-snr")
     valid = {"converged", "max_iter", "invalid", "bad_start", "continuation_stopped"}
     assert set(np.unique(ds.replica_status.values)) <= valid
     converged = ds.replica_converged.values
@@ -165,19 +165,19 @@ def test_low_snr_reports_every_point_and_passes_its_control_checks():
 
 
 @pytest.mark.slow
-def test_low_snr_point_where_no_set_converged_has_no_value_not_nan():
+def test_low_snr_point_where_no_set_converged_has_no_value_not_nan(quick_run):
     """At full size (lambda down to 0.01) the uninformed Stein branch can converge on no frozen set at lambda =
     0.01: its replica test error is then None (no value), not NaN, which the store refuses as a failed computation.
     Here the quick run's point at lambda = 0.1 is made so."""
     from attnlab.app.store import _non_finite_metric
 
-    ds, _, _ = _run("duranthon-low-snr", lams=[1.0, 0.1], n_seeds=2)
+    ds, _, _ = _shared(quick_run, "duranthon-low-snr")
     at = dict(lam=0.1, jacobian="stein", branch="uninformed")
     broken = ds.copy(deep=True)
     for var in ("replica_test_error", "replica_test_error_se", "replica_objective", "replica_nonconvex_fraction"):
         broken[var].loc[at] = np.nan
     broken["replica_converged"].loc[at] = False
-    cfg = resolve_config("duranthon-low-snr", quick=True, overrides={"lams": [1.0, 0.1], "n_seeds": 2})
+    cfg = resolve_config("duranthon-low-snr", quick=True)
     metrics, checks = all_presets()["duranthon-low-snr"].summarize(broken, cfg)
     key = "stein_uninformed_alpha2_lam0.1"
     assert metrics[f"replica_test_error_{key}"] is None and metrics[f"replica_converged_{key}"] == 0.0

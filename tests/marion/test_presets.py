@@ -34,8 +34,11 @@ def _compare(ds, variable, table, n_official, transform=np.abs):
 
 
 @pytest.fixture(scope="module")
-def schedule():
-    return _run("marion-sphere-schedule")
+def schedule(quick_run):
+    """marion-sphere-schedule at seed 0: its quick size is its full size, so the session's shared quick run."""
+    run = quick_run("marion-sphere-schedule")
+    assert run.config == resolve_config("marion-sphere-schedule")  # the official table's settings
+    return run.data, (run.metrics, run.checks)
 
 
 @pytest.mark.slow

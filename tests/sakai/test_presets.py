@@ -104,16 +104,14 @@ def test_progress_advances_through_the_run():
 
 @pytest.mark.parametrize("name, dims", [("sakai-vary-width", {"heads": 1, "width": 4}),
                                         ("sakai-low-rank", {"heads": 3})])
-def test_swept_quantity_is_the_dimension(name, dims):
+def test_swept_quantity_is_the_dimension(name, dims, quick_run):
     """The finite-width results lie on their swept quantities, (heads, width) at full rank and heads at low rank
     (where the width n = H n_H is a coordinate along the heads), not on an index of configurations; the figures keep
-    the conventions (mathtext labels, labelled axes)."""
+    the conventions (mathtext labels, labelled axes). The session's shared quick runs."""
     from conventions import preset_problems
 
-    p = all_presets()[name]
-    cfg = resolve_config(p, quick=True, overrides=TINY)
-    with runtime.x64():
-        ds = p.run(cfg, jax.random.key(0))
+    run = quick_run(name)
+    p, cfg, ds = run.preset, run.config, run.data
     assert dict(ds.ks_pooled.sizes) == dims
     assert ds.width.attrs["units"] == "1" and ds.width.attrs["long_name"]
     if name == "sakai-low-rank":
