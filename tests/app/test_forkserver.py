@@ -93,10 +93,14 @@ print(bool(xla_bridge._backends))
     assert int(with_flag) > 0 and int(without_flag) == int(with_flag) and backend == "True"
 
 
-def test_the_preload_names_every_catalogue_module():
-    """Every installed entry of the catalogue (attnlab's papers, the test plugin) is preloaded."""
+def test_the_preload_names_attnlabs_own_paper_modules_and_no_plugins():
+    """Every paper of attnlab's by default, those asked for otherwise; a plugin's module (the test plugin's) never:
+    an import error other than ImportError would stop the server. Each name is the module the registry loads."""
     from importlib import metadata
 
-    modules = {e.module for e in metadata.entry_points(group="attnlab.presets")}
-    assert modules and modules <= set(forkserver.preload_modules())
-    assert set(forkserver.BASE_PRELOAD) <= set(forkserver.preload_modules())
+    from attnlab.registry import PAPERS
+
+    entries = {e.name: e.module for e in metadata.entry_points(group="attnlab.presets")}
+    assert "icl" in entries and entries["icl"] not in forkserver.preload_modules(["icl", "sakai"])
+    assert forkserver.preload_modules() == [*forkserver.BASE_PRELOAD, *(entries[p] for p in PAPERS)]
+    assert forkserver.preload_modules(["icl", "sakai"]) == [*forkserver.BASE_PRELOAD, entries["sakai"]]

@@ -1,7 +1,7 @@
-"""A local cluster's worker processes forked from a server that imported Dask, JAX, attnlab and the presets once.
+"""A local cluster's worker processes forked from a server that imported Dask, JAX, attnlab and its papers once.
 
 Dask starts each worker process of a local cluster with ``multiprocessing``'s ``spawn`` method by default: a new
-interpreter that imports Dask, NumPy, xarray, JAX, attnlab and the catalogue's preset modules before its first
+interpreter that imports Dask, NumPy, xarray, JAX, attnlab and the module of the task's paper before its first
 task, about a second of CPU per worker and per cluster. With the ``forkserver`` method, one server process, started
 with the first cluster, imports them once (:func:`preload_modules`) and every worker is forked from it with them
 already imported. The fork is safe: importing these modules starts no thread and no JAX backend (importing attnlab
@@ -40,14 +40,15 @@ _server_env: list[dict[str, str]] = []  # this process's environment once its fo
 
 
 def preload_modules(papers: Iterable[str] | None = None) -> list[str]:
-    """:data:`BASE_PRELOAD` and the module of the catalogue entry (``attnlab.presets`` entry point: attnlab's papers
-    and plugins) of each paper of ``papers`` (default: every installed one), which the registry imports in a worker
-    running one of its presets."""
-    from importlib import metadata
+    """:data:`BASE_PRELOAD` and the presets' module of each of attnlab's own papers among ``papers`` (default: all
+    five), which the registry imports in a worker running one of its presets. A plugin's module is imported by the
+    workers themselves, as before: the server skips a preloaded module only if it raises ImportError, and any other
+    error would stop it, and with it every worker of the cluster, where the registry reports the broken plugin in
+    one line and goes on."""
+    from attnlab.registry import PAPERS
 
-    wanted = None if papers is None else set(papers)
-    entries = metadata.entry_points(group="attnlab.presets")
-    return [*BASE_PRELOAD, *sorted({e.module for e in entries if wanted is None or e.name in wanted})]
+    own = PAPERS if papers is None else [p for p in PAPERS if p in set(papers)]
+    return [*BASE_PRELOAD, *(f"attnlab.{p}.presets" for p in own)]
 
 
 def _changed_since_start() -> dict[str, str] | None:
