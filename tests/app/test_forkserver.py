@@ -31,6 +31,9 @@ def test_workers_fork_from_the_server_and_get_the_call_time_variables_set_since(
     """The workers of a local cluster are children of the fork server, not of this process; an attnlab variable set
     after the server started reaches them through the nanny. Control: another variable set since (read when the
     interpreter starts or a module is imported, for all the server knows) makes the next cluster spawn its workers."""
+    # the environment recorded afresh here: a variable another test of this worker left changed would otherwise
+    # (rightly) turn every cluster to spawn and fail this test for another's fault
+    monkeypatch.setattr(forkserver, "_server_env", [])
     _worker_origin("HOME")  # the server runs from here on
     monkeypatch.setenv("ATTNLAB_FORKSERVER_TEST", "call time")
     parent, value = _worker_origin("ATTNLAB_FORKSERVER_TEST")
