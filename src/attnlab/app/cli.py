@@ -308,6 +308,7 @@ def _sweep_display(total: int, label: str):
 def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label: str, check_first=None):
     from attnlab.app import ownership, scheduling
     from attnlab.app import sweep as engine
+    from attnlab.registry import get_preset
 
     ownership.remove_stale_temporaries(root)
     reused = engine.reused_outcomes(tasks, root)
@@ -321,7 +322,7 @@ def _engine(tasks, root: Path, scheduler: str | None, workers: int | None, label
     if on_gpu:
         err.print(layout.describe(), markup=False, highlight=False)
     with engine.quiet_workers():
-        client = engine.make_client(scheduler, workers, papers={t.preset.split("-", 1)[0] for t in tasks}, **on_gpu)
+        client = engine.make_client(scheduler, workers, papers={get_preset(t.preset).paper for t in tasks}, **on_gpu)
     interrupted = False
     try:
         resources, order = scheduling.plan(client, tasks, layout)
