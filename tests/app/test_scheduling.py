@@ -14,7 +14,9 @@ from attnlab.app import sweep as engine
 from attnlab.app.scheduling import Layout
 from attnlab.app.sweep import Task
 
-TINY = (("n_steps", 1000), ("log_every", 100), ("n_repeats", 2), ("n_mc", 2000))
+from .common import TINY_KWARGS
+
+TINY = tuple(TINY_KWARGS.items())
 
 
 def _plugin(monkeypatch, name):

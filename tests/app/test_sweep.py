@@ -19,10 +19,11 @@ from attnlab.app import sweep as engine
 from attnlab.app.cli import main
 from attnlab.registry import get_preset
 
-# a cheap task: the quick manifold preset cut down to a few hundred steps, without its figures (about 1.5 s of
-# matplotlib per task; the figures of runs through the task engine are tested by `attnlab reproduce` in test_cli)
-CHEAP = ["--grid", "n_steps=400", "--grid", "log_every=100", "--grid", "n_repeats=2", "--grid", "n_mc=200",
-         "--no-figures"]
+from .common import TINY_GRID, TINY_ITEMS
+
+# a cheap task: the command-line tests' tiny manifold config, without its figures (about 1.5 s of matplotlib per
+# task; the figures of runs through the task engine are tested by `attnlab reproduce` in test_cli)
+CHEAP = [*TINY_GRID, "--no-figures"]
 
 
 def _sweep(out, *extra, workers=2):
@@ -219,7 +220,7 @@ def test_a_local_clusters_workers_keep_glibcs_dynamic_malloc_thresholds(monkeypa
 
 def test_failing_task_is_retried_once_recorded_and_does_not_stop_the_others(tmp_path):
     preset = get_preset("marion-manifold")
-    grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])
+    grid = engine.parse_grid(["lambda0=0.05,0.1", *TINY_ITEMS])
     tasks = engine.expand_grid(preset, grid, [0], True, figures=False)
     client = engine.make_client(workers=1, processes=False)
     try:
@@ -244,7 +245,7 @@ def test_an_unexpected_exception_keeps_its_traceback_for_the_final_report(tmp_pa
     from attnlab.errors import NonFiniteResultError
 
     preset = get_preset("marion-manifold")
-    grid = engine.parse_grid(["lambda0=0.05,0.1", "n_steps=400", "log_every=100", "n_repeats=2", "n_mc=200"])
+    grid = engine.parse_grid(["lambda0=0.05,0.1", *TINY_ITEMS])
     tasks = engine.expand_grid(preset, grid, [0], True, figures=False)
 
     def broken(preset, config, seed, **kw):

@@ -15,8 +15,9 @@ from attnlab.app import sweep as engine
 from attnlab.app.cli import main
 from attnlab.registry import get_preset
 
-CHEAP = ["--grid", "n_steps=400", "--grid", "log_every=100", "--grid", "n_repeats=2", "--grid", "n_mc=200",
-         "--no-figures"]
+from .common import TINY_GRID, TINY_ITEMS
+
+CHEAP = [*TINY_GRID, "--no-figures"]
 
 
 def _runs(out: Path):
@@ -75,8 +76,8 @@ def test_without_a_terminal_a_line_per_task_and_no_dashboard_warning(tmp_path, c
 
 
 def test_running_counts_the_tasks_on_workers_not_the_queue(tmp_path):
-    tasks = engine.expand_grid(get_preset("marion-manifold"), engine.parse_grid(["n_steps=400", "log_every=100",
-                               "n_repeats=2", "n_mc=200", "lambda0=0.05,0.1,0.15"]), [0, 1], True, False)
+    tasks = engine.expand_grid(get_preset("marion-manifold"), engine.parse_grid([*TINY_ITEMS, "lambda0=0.05,0.1,0.15"]),
+                                 [0, 1], True, False)
     seen = []
     client = engine.make_client(None, 2, processes=False)
     try:
