@@ -17,12 +17,27 @@ notebook's printed numbers. JSON on the last line.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _moved_by_one_ulp(params, key, n_replicas: int):
+    """Each leaf (1, run, ...) repeated ``n_replicas`` times along its first axis, every entry of replicas 1, 2, ...
+    moved by one unit in the last place up or down (a Rademacher sign per entry, from ``fold_in(key, leaf index)``);
+    replica 0 unmoved. One compiled program for the whole tree."""
+    leaves, treedef = jax.tree.flatten(params)
+    moved = []
+    for i, leaf in enumerate(leaves):
+        sign = jax.random.rademacher(jax.random.fold_in(key, i), (n_replicas, *leaf.shape[1:]), dtype=leaf.dtype)
+        x = jnp.where(sign > 0, jnp.nextafter(leaf, jnp.inf), jnp.nextafter(leaf, -jnp.inf))
+        moved.append(x.at[0].set(leaf[0]))  # (replica, run, ...) from the (1, run, ...) leaf
+    return jax.tree.unflatten(treedef, moved)
 
 
 def replicas(n_replicas: int, precision: str = "float32", n_steps: int = 10_000, seed: int = 12345,
@@ -48,14 +63,8 @@ def replicas(n_replicas: int, precision: str = "float32", n_steps: int = 10_000,
         sz = cfg.sizes()
         run_keys = jax.random.split(jax.random.key(0), cfg.n_repeats)[:n_runs]  # the preset's first runs
         params0, runs, step_keys, _ = tp._initial(run_keys, one, sz, cfg.n_steps)
-        leaves, treedef = jax.tree.flatten(params0)
-        moved = []
-        for i, leaf in enumerate(leaves):
-            sign = jax.random.rademacher(jax.random.fold_in(jax.random.key(seed), i),
-                                         (n_replicas, *leaf.shape[1:]), dtype=leaf.dtype)
-            x = jnp.where(sign > 0, jnp.nextafter(leaf, jnp.inf), jnp.nextafter(leaf, -jnp.inf))
-            moved.append(x.at[0].set(leaf[0]))  # (replica, run, ...) from the (1, run, ...) leaf
-        steps, logs, _ = tf.train(jax.tree.unflatten(treedef, moved), runs, step_keys, arms, sz, gamma=cfg.gamma,
+        moved = _moved_by_one_ulp(params0, jax.random.key(seed), n_replicas)
+        steps, logs, _ = tf.train(moved, runs, step_keys, arms, sz, gamma=cfg.gamma,
                                   eps=cfg.eps, step_size=cfg.step_size, n_steps=cfg.n_steps,
                                   log_every=cfg.log_every, notebook_logging=True)
         by_replica = {k: np.moveaxis(np.asarray(logs[v]), 1, 0)
