@@ -58,15 +58,40 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+SCHEDULE_FIRST = ("test_conformance.py", "marion/test_multihead.py", "duranthon/test_presets.py",
+                  "marion/test_transformer.py", "app/test_sweep.py", "marion/test_presets.py", "test_plugins.py",
+                  "app/test_cli.py", "sakai/test_native.py", "sakai/test_sampler.py")
+"""The test files that take longest (``tools/run_tests.py --durations``), in that order: under pytest-xdist's
+``--dist loadfile`` they are handed out first, the rest by their number of tests (xdist's own order), so that the
+workers end on short files. xdist orders files by their number of tests only, which left the conformance test
+(the longest file, a test per preset) among the last files handed out: one worker ran it for two minutes while the
+other had finished. A stale list costs balance, never a result."""
+
+
+def _rel(item, here: Path) -> str | None:
+    try:
+        return Path(str(item.fspath)).relative_to(here).as_posix()
+    except ValueError:
+        return None
+
+
+def pytest_configure(config):
+    # xdist's reordering by number of tests would undo the order set below (pytest_collection_modifyitems)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
     for item in items:
-        try:
-            rel = Path(str(item.fspath)).relative_to(here).as_posix()
-        except ValueError:
-            continue
-        if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in JAX_PATH):
+        rel = _rel(item, here)
+        if rel is not None and any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in JAX_PATH):
             item.add_marker(pytest.mark.jax_path)
+    files = [_rel(item, here) for item in items]
+    count = {f: files.count(f) for f in set(files)}
+    first = {f: i for i, f in enumerate(SCHEDULE_FIRST)}
+    order = sorted(range(len(items)), key=lambda i: (first.get(files[i], len(first)), -count[files[i]], i))
+    items[:] = [items[i] for i in order]
 
 
 _SHARE_EVERY_S = 1.0
