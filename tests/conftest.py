@@ -1,3 +1,4 @@
+import collections
 import gc
 import os
 import time
@@ -63,9 +64,9 @@ SCHEDULE_FIRST = ("test_conformance.py", "marion/test_multihead.py", "duranthon/
                   "app/test_cli.py", "sakai/test_native.py", "sakai/test_sampler.py")
 """The test files that take longest (``tools/run_tests.py --durations``), in that order: under pytest-xdist's
 ``--dist loadfile`` they are handed out first, the rest by their number of tests (xdist's own order), so that the
-workers end on short files. xdist orders files by their number of tests only, which left the conformance test
-(the longest file, a test per preset) among the last files handed out: one worker ran it for two minutes while the
-other had finished. A stale list costs balance, never a result."""
+workers end on short files. By number of tests alone, the conformance test (the longest file, a test per preset)
+would be among the last files handed out, and one worker would run it alone at the end. A stale list costs balance,
+never a result."""
 
 
 def _rel(item, here: Path) -> str | None:
@@ -88,7 +89,7 @@ def pytest_collection_modifyitems(config, items):
         if rel is not None and any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in JAX_PATH):
             item.add_marker(pytest.mark.jax_path)
     files = [_rel(item, here) for item in items]
-    count = {f: files.count(f) for f in set(files)}
+    count = collections.Counter(files)
     first = {f: i for i, f in enumerate(SCHEDULE_FIRST)}
     order = sorted(range(len(items)), key=lambda i: (first.get(files[i], len(first)), -count[files[i]], i))
     items[:] = [items[i] for i in order]

@@ -7,6 +7,7 @@ import pytest
 import xarray as xr
 
 import attnlab
+from app.common import TINY_KWARGS  # the command-line tests' tiny config: its programs are shared
 from attnlab import native, registry
 from attnlab.errors import AttnlabError
 
@@ -33,7 +34,7 @@ def test_resolve_config_merges_defaults_quick_and_overrides_once():
 
 def test_run_returns_the_dataset_and_writes_nothing_without_out(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    r = attnlab.run("marion-manifold", quick=True, n_steps=1000, log_every=100, n_repeats=2, n_mc=2000)  # tests/app's TINY
+    r = attnlab.run("marion-manifold", quick=True, **TINY_KWARGS)
     assert isinstance(r.data, xr.Dataset) and r.run_dir is None and r.metrics and r.checks
     assert all(isinstance(c, attnlab.Check) for c in r.checks)
     assert list(tmp_path.iterdir()) == []

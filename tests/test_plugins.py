@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import attnlab
+from app.common import TINY_KWARGS  # the command-line tests' tiny config: its programs are shared
 from attnlab import registry
 from attnlab.app.cli import main
 from attnlab.extend import ENTRY_POINT_GROUP
@@ -119,7 +120,7 @@ def test_the_kit_rejects_a_preset_whose_control_is_not_rejected(monkeypatch):
         weak = [dataclasses.replace(c, control_theory=c.theory, control_simulation=c.simulation) for c in checks]
         return metrics, weak
 
-    run = attnlab.run("marion-manifold", quick=True, n_steps=1000, log_every=100, n_repeats=2, n_mc=2000)
+    run = attnlab.run("marion-manifold", quick=True, **TINY_KWARGS)
     bad = dataclasses.replace(p, summarize=summarize)
     monkeypatch.setitem(registry._REGISTRY, p.name, bad)
     metrics, checks = summarize(run.data, run.config)

@@ -76,8 +76,8 @@ def test_without_a_terminal_a_line_per_task_and_no_dashboard_warning(tmp_path, c
 
 
 def test_running_counts_the_tasks_on_workers_not_the_queue(tmp_path):
-    tasks = engine.expand_grid(get_preset("marion-manifold"), engine.parse_grid([*TINY_ITEMS, "lambda0=0.05,0.1,0.15"]),
-                                 [0, 1], True, False)
+    grid = engine.parse_grid([*TINY_ITEMS, "lambda0=0.05,0.1,0.15"])
+    tasks = engine.expand_grid(get_preset("marion-manifold"), grid, [0, 1], True, False)
     seen = []
     client = engine.make_client(None, 2, processes=False)
     try:
