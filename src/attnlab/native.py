@@ -5,7 +5,8 @@ A kernel's C source ships inside the package and is compiled on first use with t
 keyed by a hash of the source, the shared header ``_simd.h``, the flags, the compiler and the CPU features that
 ``-march=native`` targets on this machine (:func:`target_features`: the compiler's own expansion of the flag), so a
 cache shared between machines (a cluster's home directory) never loads a kernel built for another CPU; a temporary
-file is renamed into place, so concurrent first uses are safe.
+file is renamed into place, so concurrent first uses are safe, and a lock beside it makes them compile a kernel
+once.
 
 Every job with a C kernel also has a JAX path. Which one runs is a config field ``implementation`` of the preset
 (``auto``, ``native`` or ``jax``), resolved by :func:`choose` before the run and recorded in the run's
@@ -21,7 +22,9 @@ gradient descent of softmax attention on an empirical risk).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import functools
 import hashlib
 import os
@@ -118,6 +121,44 @@ def _load_passive(target: Path) -> ctypes.CDLL:
             os.environ.pop("OMP_WAIT_POLICY", None)
 
 
+@contextlib.contextmanager
+def _build_lock(target: Path):
+    """An exclusive lock on ``target``'s build (a ``.lock`` file beside it, where the file system allows one): the
+    processes that need a kernel none has built yet (test or sweep workers starting together) compile it once, the
+    others wait and load it. Without file locks each process compiles its own copy (the rename keeps that safe)."""
+    try:
+        fd = os.open(target.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _build(cc: str, src: Path, include: tuple[tuple[Path, Path], ...], target: Path) -> str | None:
+    """Compile ``src`` into ``target`` (through a temporary file renamed into place); None, or why it failed."""
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        dirs = [f"-I{root}" for root in dict.fromkeys(root for root, _ in include)]
+        res = subprocess.run([cc, *FLAGS, *dirs, str(src), "-o", tmp, "-lm"], capture_output=True, text=True,
+                             timeout=300)
+        if res.returncode != 0:
+            last = (res.stderr.strip().splitlines() or ["?"])[-1]
+            return f"compiling {src.name} failed: {last}"
+        os.replace(tmp, target)
+        return None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 @functools.cache
 def _load(src: Path, include: tuple[tuple[Path, Path], ...] = ()) -> tuple[ctypes.CDLL | None, str | None]:
     cc = _compiler()
@@ -132,19 +173,11 @@ def _load(src: Path, include: tuple[tuple[Path, Path], ...] = ()) -> tuple[ctype
         target = _cache_dir() / f"attnlab_{src.stem.lstrip('_')}_{key}.so"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-            os.close(fd)
-            try:
-                dirs = [f"-I{root}" for root in dict.fromkeys(root for root, _ in include)]
-                res = subprocess.run([cc, *FLAGS, *dirs, str(src), "-o", tmp, "-lm"], capture_output=True, text=True,
-                                     timeout=300)
-                if res.returncode != 0:
-                    last = (res.stderr.strip().splitlines() or ["?"])[-1]
-                    return None, f"compiling {src.name} failed: {last}"
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            with _build_lock(target):
+                if not target.exists():  # another process may have built it while this one waited
+                    failed = _build(cc, src, include, target)
+                    if failed is not None:
+                        return None, failed
         return _load_passive(target), None
     except (OSError, subprocess.SubprocessError) as err:
         return None, f"native kernel {src.name} unavailable: {err}"
