@@ -26,6 +26,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from attnlab import _random
+
 __all__ = ["SLRBatch", "sample_teacher", "init_sphere", "sample_slr", "sample_slr_in_frame", "sample_tokens",
            "sample_tokens_in_frame", "orthonormal_frame"]
 
@@ -76,11 +78,14 @@ def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, mean_scale, l
 
 
 @partial(jax.jit, static_argnames=("n", "L", "link", "normal"))
-def sample_tokens_in_frame(key, n: int, L: int, gamma, eps, mean_scale, link=None, normal=jax.random.normal):
+def sample_tokens_in_frame(key, n: int, L: int, gamma, eps, mean_scale, link=None, normal=_random.normal):
     """Coordinates in the frame ``(k*, v*, e1, e2)`` of the tokens of :func:`sample_tokens` (same law as projecting
-    them). ``normal(key, shape)`` draws the standard normals of the coordinates. Returns ``(Z, y, scale)``: ``Z``
-    (n, L, 4), the labels ``y`` (n,), and ``scale`` (n, L), the standard deviation of each token's remaining
-    ``d - 4`` coordinates (gamma for the signal token, 1 otherwise)."""
+    them). ``normal(key, shape)`` draws the standard normals of the coordinates: by default
+    :func:`attnlab._random.normal` (Threefry + Box-Muller, float64, exact in law), which the Monte Carlo risks and
+    the reduced SGD chain are bound by, and which draws them faster than ``jax.random.normal`` (no float64
+    ``erf_inv``; see :mod:`attnlab._random`). Returns ``(Z, y, scale)``: ``Z`` (n, L, 4), the labels
+    ``y`` (n,), and ``scale`` (n, L), the standard deviation of each token's remaining ``d - 4`` coordinates (gamma
+    for the signal token, 1 otherwise)."""
     kj, kz, kxi = jax.random.split(key, 3)
     J0 = jax.random.randint(kj, (n,), 0, L)
     is_signal = jnp.arange(L)[None, :] == J0[:, None]
