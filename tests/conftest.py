@@ -1,6 +1,8 @@
+import atexit
 import collections
 import gc
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +22,6 @@ if _xdist_worker.startswith("gw") and _xdist_worker[2:].isdigit() and hasattr(os
 # the test workers and the command lines the tests start, removed by the process that made it when it exits: the
 # user's own cache is never written by the tests
 if "ATTNLAB_CACHE_DIR" not in os.environ:
-    import atexit
     import shutil
     import tempfile
 
@@ -93,6 +94,37 @@ def pytest_collection_modifyitems(config, items):
     first = {f: i for i, f in enumerate(SCHEDULE_FIRST)}
     order = sorted(range(len(items)), key=lambda i: (first.get(files[i], len(first)), -count[files[i]], i))
     items[:] = [items[i] for i in order]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """A test worker's end: its results are sent by now. Its last full garbage collections (pytest's check for
+    unraisable exceptions runs several) would each traverse every object the tests left, so it collects once and
+    freezes what survives; then it leaves at once (:func:`_leave`)."""
+    if _xdist_worker:
+        gc.collect()
+        gc.freeze()
+
+
+def pytest_unconfigure(config):
+    if _xdist_worker:
+        atexit.register(_leave)  # registered last, it runs before JAX's own exit handler
+
+
+def _leave():
+    """The worker process ends without tearing down, one by one, the thousands of programs XLA compiled in it (JAX's
+    exit handler) and the rest of its heap: the kernel frees them at once. Where a test left a child process of
+    ``multiprocessing`` running, the normal exit, which ends it, runs instead."""
+    import multiprocessing
+
+    if multiprocessing.active_children():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 _SHARE_EVERY_S = 1.0
