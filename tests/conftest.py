@@ -129,17 +129,25 @@ def _leave():
 
 _SHARE_EVERY_S = 1.0
 _shared_at = [float("-inf")]
+_RELEASE_EVERY_S = 5.0
+_released_at = [float("-inf")]
 
 
 @pytest.fixture(autouse=True)
 def _between_tests():
     """A test worker compiles thousands of programs, each holding memory mappings: past the kernel's limit, XLA's
     JIT fails or crashes (see :mod:`attnlab.runtime`). Drop compiled programs between tests once past half of it.
+    Counting the mappings means reading ``/proc/self/maps``, whose text the kernel writes out mapping by mapping
+    (tens of milliseconds at tens of thousands), so a worker counts them at most once every few seconds: the tests
+    of a few seconds add far fewer mappings than the half of the limit the check leaves (a preset's quick run adds a
+    few thousand).
 
     Between two tests the worker compiles nothing, so it offers the programs it compiled to the other test workers
     and takes theirs (:func:`attnlab.runtime.share_compile_cache`; at most once a second, each call lists this
     worker's slot and the slots that changed): what one worker compiled, the other loads instead of compiling it again."""
-    runtime.release_compiled_programs()
+    if time.monotonic() - _released_at[0] >= _RELEASE_EVERY_S:
+        runtime.release_compiled_programs()
+        _released_at[0] = time.monotonic()
     if time.monotonic() - _shared_at[0] >= _SHARE_EVERY_S:
         runtime.share_compile_cache()
         _shared_at[0] = time.monotonic()
