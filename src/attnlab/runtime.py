@@ -70,12 +70,18 @@ once."""
 PYTHON_GC_THRESHOLDS: tuple[int, int, int] = (700, 10, 10)
 """Python's own default thresholds: :func:`configure` replaces only these."""
 
-ONE_CORE_FLAGS: tuple[str, ...] = ("--xla_cpu_parallel_codegen_split_count=1",)
-"""The XLA flag :func:`configure` adds, besides :data:`OPTIMISATION_FLAGS`, in a process that may run on one core
-only (:func:`one_core`): XLA's CPU compiler splits each program's LLVM module into up to 32 parts to compile them in
-parallel on its thread pool; on one core the parts are compiled one after another, each with its own set-up and its
-own memory mappings. One part per program: the same machine code, compiled in less time and with about half the
-memory mappings (``bench/xla_level.py`` measures the time)."""
+ONE_CORE_FLAGS: tuple[str, ...] = ("--xla_cpu_parallel_codegen_split_count=1", "--xla_cpu_multi_thread_eigen=false")
+"""The XLA flags :func:`configure` adds, besides :data:`OPTIMISATION_FLAGS`, in a process that may run on one core
+only (:func:`one_core`), and that a local cluster's workers start with (:data:`attnlab.app.sweep.WORKER_XLA_FLAGS`):
+
+* one LLVM module per program: XLA's CPU compiler splits each program's LLVM module into up to 32 parts to compile
+  them in parallel on its thread pool; on one core the parts are compiled one after another, each with its own
+  set-up and its own memory mappings. One part: the same machine code, compiled in less time and with about half
+  the memory mappings (``bench/xla_level.py`` measures the time);
+* Eigen's matrix products on the calling thread (its thread pool has no other core to use).
+
+JAX hashes ``XLA_FLAGS`` into every compilation-cache key: with the same flags as the workers, a process on one core
+(a pinned command line, a test worker) and the sweep workers it starts load each other's compiled programs."""
 
 LONG_RUNNING: dict[str, bool] = {"xla_cpu_use_fusion_emitters": True}
 """Compiler options of a program whose run time outweighs its compilation (a particle flow's integration, a

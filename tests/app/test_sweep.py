@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from attnlab import runtime
 from attnlab.app import scheduling
 from attnlab.app import sweep as engine
 from attnlab.app.cli import main
@@ -141,11 +142,14 @@ def _xla_flags():
     return os.environ.get("XLA_FLAGS")
 
 
-def test_a_local_cluster_gives_its_workers_their_xla_flags_and_leaves_this_process_as_it_was():
+def test_a_local_cluster_gives_its_workers_their_xla_flags_and_leaves_this_process_as_it_was(monkeypatch):
     """The workers start with WORKER_XLA_FLAGS in XLA_FLAGS; this process's XLA_FLAGS, which JAX hashes into every
     compilation-cache key, is left as it was (changing it made the process that started a sweep, a test worker
     or a notebook, miss every program it had cached). (Dask's nannies set their documented pre-spawn variables,
-    OMP_NUM_THREADS and the like, in this process.) Control: the workers' flags are not this process's."""
+    OMP_NUM_THREADS and the like, in this process.) This process has the flags of one that may use two cores (a
+    test worker, on one core, already has the workers' flags); control: the workers' flags are not this
+    process's."""
+    monkeypatch.setenv("XLA_FLAGS", " ".join(runtime.OPTIMISATION_FLAGS))  # read by JAX at start only
     before = os.environ.get("XLA_FLAGS")
     client = engine.make_client(workers=1)
     try:

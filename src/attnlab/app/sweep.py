@@ -170,12 +170,12 @@ def _compiles_alone() -> bool:
         return False
 
 
-WORKER_XLA_FLAGS: tuple[str, ...] = (*runtime.OPTIMISATION_FLAGS, *runtime.ONE_CORE_FLAGS,
-                                     "--xla_cpu_multi_thread_eigen=false")
-"""The XLA flags of a local cluster's worker processes besides the user's own: one XLA thread per worker, so that
-workers do not fight over cores and every task computes with the same threading whatever the number of workers
-(bit-for-bit determinism), and one LLVM module per program (:data:`attnlab.runtime.ONE_CORE_FLAGS`: each worker
-compiles on its one core)."""
+WORKER_XLA_FLAGS: tuple[str, ...] = (*runtime.OPTIMISATION_FLAGS, *runtime.ONE_CORE_FLAGS)
+"""The XLA flags of a local cluster's worker processes besides the user's own: :data:`attnlab.runtime.ONE_CORE_FLAGS`,
+each worker computing and compiling on its one core: one XLA thread per worker (``--xla_cpu_multi_thread_eigen=false``),
+so that workers do not fight over cores and every task computes with the same threading whatever the number of
+workers (bit-for-bit determinism), and one LLVM module per program. A process on one core has the same flags, so its
+compiled programs and the workers' are the same cache entries."""
 
 
 def worker_env() -> dict[str, str]:
