@@ -16,18 +16,23 @@ COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib src
 
 .PHONY: demo test test-fast docs lint catalogue bench bench-table clean
 
+# the virtual environment, created (with a current pip) unless it exists
+VENV_NEW := test -x $(PY) || { $(PYTHON) -m venv $(VENV) && $(PIP) install --upgrade pip; }
+
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade pip
+	$(VENV_NEW)
 	$(PIP) install --no-compile -e .
 	$(COMPILE)
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed examples/plugins/attnlab-icl/pyproject.toml
+# attnlab with its test extras in one resolution and one compileall, whether or not the plain install above came
+# first (it is part of this one, hence the second touch)
+$(VENV)/.installed-test: pyproject.toml examples/plugins/attnlab-icl/pyproject.toml
+	$(VENV_NEW)
 	$(PIP) install --no-compile -e '.[test]'
 	$(PIP) install --no-compile --no-deps --no-build-isolation -e examples/plugins/attnlab-icl  # the tests' plugin
 	$(COMPILE)
-	touch $@
+	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/attnlab reproduce --quick --out results
