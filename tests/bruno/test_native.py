@@ -15,8 +15,9 @@ import pytest
 from attnlab.bruno import native
 from attnlab.bruno.attention import _native_inputs, attention, attention_dense, log_normalizer, log_normalizer_dense
 from attnlab.bruno.initial import uniform_sphere
+from kernels import needs
 
-pytestmark = pytest.mark.skipif(not native.available(), reason=f"native kernel: {native.unavailable_reason()}")
+_needs_kernel = needs(native)
 
 # float32 scores have rounding errors ~ beta * |x|^2 * 6e-8 in the exponent; outputs are weighted means of unit vectors
 TOL32 = 2e-5

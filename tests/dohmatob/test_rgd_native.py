@@ -15,9 +15,9 @@ from attnlab.dohmatob.data import sample_dohmatob
 from attnlab.dohmatob.rgd import init_with_overlap, run_rgd
 from attnlab.errors import AttnlabError
 from attnlab.slr.data import sample_teacher
+from kernels import needs
 
-pytestmark = pytest.mark.skipif(not rgd_native.available(),
-                                reason=f"native kernel: {rgd_native.unavailable_reason()}")
+_needs_kernel = needs(rgd_native)
 
 
 def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):

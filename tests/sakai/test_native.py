@@ -12,8 +12,9 @@ from scipy import stats
 
 from attnlab.sakai import native
 from attnlab.sakai import sampler as exact
+from kernels import needs
 
-pytestmark = pytest.mark.skipif(not native.available(), reason=f"native kernel: {native.unavailable_reason()}")
+_needs_kernel = needs(native)
 
 
 @pytest.mark.parametrize("kind, seed", [("normal", 11), ("normal4", 13)])
