@@ -127,10 +127,8 @@ def _leave():
     os._exit(0)
 
 
-_SHARE_EVERY_S = 1.0
-_shared_at = [float("-inf")]
-_RELEASE_EVERY_S = 5.0
-_released_at = [float("-inf")]
+_EVERY_S = {"release_compiled_programs": 5.0, "share_compile_cache": 1.0}  # attnlab.runtime's, looked up per call
+_last_at = dict.fromkeys(_EVERY_S, float("-inf"))
 
 
 @pytest.fixture(autouse=True)
@@ -145,12 +143,10 @@ def _between_tests():
     Between two tests the worker compiles nothing, so it offers the programs it compiled to the other test workers
     and takes theirs (:func:`attnlab.runtime.share_compile_cache`; at most once a second, each call lists this
     worker's slot and the slots that changed): what one worker compiled, the other loads instead of compiling it again."""
-    if time.monotonic() - _released_at[0] >= _RELEASE_EVERY_S:
-        runtime.release_compiled_programs()
-        _released_at[0] = time.monotonic()
-    if time.monotonic() - _shared_at[0] >= _SHARE_EVERY_S:
-        runtime.share_compile_cache()
-        _shared_at[0] = time.monotonic()
+    for step, every in _EVERY_S.items():  # each at most once in its interval
+        if time.monotonic() - _last_at[step] >= every:
+            getattr(runtime, step)()
+            _last_at[step] = time.monotonic()
     yield
     # JAX hashes XLA_FLAGS into every compilation-cache key: a test (or the code it calls) that leaves it changed
     # makes its worker miss every cached program from then on

@@ -132,10 +132,8 @@ def _build_lock(target: Path):
         yield
         return
     try:
-        try:
+        with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            pass
         yield
     finally:
         os.close(fd)  # closing releases the lock
