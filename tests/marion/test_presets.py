@@ -82,16 +82,19 @@ def test_sgd_with_one_repeat_leaves_the_held_out_check_not_evaluated():
 
 
 @pytest.mark.slow
-def test_monte_carlo_check_rejects_the_spurious_point():
+def test_monte_carlo_check_rejects_the_spurious_point(quick_run):
     """The closed form at the oracle-bound final iterate against 10^6 in-frame sequences: within 5 SE, while the
-    spurious point's risk (1.8% above the oracle's at lambda = 0.1) lies beyond them."""
-    ds, (metrics, checks), finding = _quick("marion-manifold", n_repeats=2)
+    spurious point's risk (1.8% above the oracle's at lambda = 0.1) lies beyond them (the session's shared run of
+    marion-manifold, whose quick size is its full size)."""
+    run = quick_run("marion-manifold")
+    metrics, checks = run.metrics, run.checks
     mc = next(c for c in checks if "in the frame" in c.name)
     assert mc.passed and mc.control_rejected and "spurious" in mc.control
     assert mc.control_theory == pytest.approx(0.11551, abs=1e-5)  # spec A7.1, lambda = 0.1
     assert all(c.passed and c.control_rejected for c in checks)
-    assert metrics["fraction_reaching_oracle"] == 1.0
-    assert finding(metrics, None).startswith("2/2 runs reach the oracle")
+    n = run.config.n_repeats
+    assert n >= 2 and metrics["fraction_reaching_oracle"] == 1.0
+    assert run.preset.finding(metrics, run.config).startswith(f"{n}/{n} runs reach the oracle")
 
 
 def test_a_diverged_run_leaves_its_checks_not_evaluated():
