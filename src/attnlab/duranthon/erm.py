@@ -157,8 +157,8 @@ def informed_start(k_star, v_star, model: str, nu, scale: float | None = None):
 def random_start(key, D: int):
     """A random start: Gaussian k, v rescaled to |k|^2 = |v|^2 = D."""
     kk, kv = jax.random.split(key)
-    k, v = jax.random.normal(kk, (D,)), jax.random.normal(kv, (D,))
-    return (np.asarray(k * math.sqrt(D) / jnp.linalg.norm(k)), np.asarray(v * math.sqrt(D) / jnp.linalg.norm(v)))
+    k, v = np.asarray(jax.random.normal(kk, (D,))), np.asarray(jax.random.normal(kv, (D,)))
+    return k * math.sqrt(D) / np.linalg.norm(k), v * math.sqrt(D) / np.linalg.norm(v)
 
 
 def ridge_solution(X1, y, lam_v):

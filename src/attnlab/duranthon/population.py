@@ -109,8 +109,8 @@ def bayes_risk_mc(key, model: str, nu, L, n: int, noise_std: float = 0.0):
     """Monte Carlo Bayes risk ``1 + noise^2 - E|softmax(c_nu chi*)|^2``; returns (mean, standard error)."""
     s = sample_scores(key, model, nu, L, n)
     c = c_nu(model, nu)
-    vals = 1.0 + noise_std**2 - _softmax_sq_norm(0.0 if math.isinf(c) else c, math.isinf(c), s.chi, s.mask)
-    return mean_se(vals)
+    w2 = np.asarray(_softmax_sq_norm(0.0 if math.isinf(c) else c, math.isinf(c), s.chi, s.mask))
+    return mean_se(1.0 + noise_std**2 - w2)
 
 
 @partial(programs.jit, static_argnames=("L", "n"))
@@ -249,9 +249,10 @@ def overlap_risk(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n:
     if q_k < m_k**2 - 1e-12 or q_v < m_v**2 - 1e-12:
         raise ValueError(f"need q >= m^2 (Cauchy-Schwarz), got (m_k, q_k, m_v, q_v) = {(m_k, q_k, m_v, q_v)}")
     s, a = _frozen(key, model, nu, L, n)
-    we, w2 = ab_statistics(act, s, a, m_k, math.sqrt(max(q_k - m_k**2, 0.0)))
-    vals = 1.0 + noise_std**2 - 2.0 * m_v * we + q_v * w2
-    return float(jnp.mean(vals)), float(jnp.std(vals, ddof=1) / math.sqrt(n))
+    # the per-sample statistics come from one compiled program; their combination and reduction run in NumPy
+    # (eager JAX would compile a small program for each of these operations in every new process)
+    we, w2 = (np.asarray(x) for x in ab_statistics(act, s, a, m_k, math.sqrt(max(q_k - m_k**2, 0.0))))
+    return mean_se(1.0 + noise_std**2 - 2.0 * float(m_v) * we + float(q_v) * w2)
 
 
 def overlap_risk_gradient(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n: int,
