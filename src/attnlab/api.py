@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnlab import registry, runtime
+from attnlab import preload, registry, runtime
 from attnlab.config import ExperimentConfig
 from attnlab.errors import AttnlabError
 
@@ -61,7 +61,7 @@ def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progre
         raise AttnlabError(f"{preset.name}: {reason}")
     runtime.release_compiled_programs()  # a process may run many presets (Dask workers, notebooks)
     impl = implementations(preset, config)
-    with runtime.x64(), runtime.xarray_without_dask():
+    with runtime.x64(), runtime.xarray_without_dask(), preload.ahead(preset.name, config.model_dump_json()):
         t0 = time.perf_counter()
         ds = preset.run(config, jax.random.key(seed), progress)
         metrics, checks = preset.summarize(ds, config)
