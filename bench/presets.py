@@ -66,7 +66,8 @@ t2 = time.perf_counter()
 def mark(phase):
     print("@@mark " + phase, file=sys.stderr, flush=True)
 mark("run")
-with runtime.x64(), runtime.xarray_without_dask():  # as attnlab.api.execute
+from attnlab import preload
+with runtime.x64(), runtime.xarray_without_dask(), preload.ahead(preset.name, config.model_dump_json()):  # as execute
     ds = preset.run(config, jax.random.key(0), None)
     t3 = time.perf_counter()
     mark("checks")
