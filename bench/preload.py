@@ -14,12 +14,12 @@ holds every row, the sums and ``ratio_vs_plain`` (the sum of the plain runs over
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from programs import switch_rows  # noqa: E402  (bench/programs.py: the same fresh-process probes, alternated)
 
 PRESETS = ("marion-manifold", "marion-sgd", "marion-sphere-large-lambda", "dohmatob-flow", "dohmatob-rgd",
            "duranthon-sample-complexity", "duranthon-gd-landscape", "duranthon-low-snr", "sakai-kernel",
@@ -50,36 +50,8 @@ print("@@" + json.dumps({"run_s": time.perf_counter() - t, "lookup_s": spent[0],
 """
 
 
-def measure(name: str, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", PROBE, name], env=env, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("@@")]
-    if not lines:
-        raise RuntimeError(f"{name}: no probe output (rc {proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads(lines[-1][2:])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--presets", default=",".join(PRESETS))
-    args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        base = {**os.environ, "ATTNLAB_JAX_CACHE": cache}
-        plain_env, ahead_env = {**base, "ATTNLAB_PRELOAD": "off"}, {**base, "ATTNLAB_PRELOAD": "on"}
-        for name in args.presets.split(","):
-            measure(name, ahead_env)  # compiles every program and records the manifest
-            best = {"plain": None, "ahead": None}
-            for _ in range(args.repeat):
-                for kind, env in (("plain", plain_env), ("ahead", ahead_env)):
-                    r = measure(name, env)
-                    if best[kind] is None or r["run_s"] < best[kind]["run_s"]:
-                        best[kind] = r
-            row = {"preset": name, **{f"{k}_{m}": round(v, 3) if isinstance(v, float) else v
-                                      for k, r in best.items() for m, v in r.items()}}
-            row["ratio"] = round(row["plain_run_s"] / row["ahead_run_s"], 2)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    rows = switch_rows(__doc__, PRESETS, "ATTNLAB_PRELOAD", "ahead", ("on",), PROBE)  # compiles, records the manifest
     plain = sum(r["plain_run_s"] for r in rows)
     ahead = sum(r["ahead_run_s"] for r in rows)
     print(json.dumps({"rows": rows, "plain_run_s_sum": round(plain, 2), "ahead_run_s_sum": round(ahead, 2),

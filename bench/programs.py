@@ -45,36 +45,56 @@ print("@@" + json.dumps({"run_s": time.perf_counter() - t, "trace_s": spent["tra
 """
 
 
-def measure(name: str, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", PROBE, name], env=env, capture_output=True, text=True)
+def measure(name: str, env: dict, probe: str = PROBE) -> dict:
+    """Run ``probe`` for the preset ``name`` in a fresh process with ``env``; its ``@@`` line's JSON object."""
+    proc = subprocess.run([sys.executable, "-c", probe, name], env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("@@")]
     if not lines:
         raise RuntimeError(f"{name}: no probe output (rc {proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(lines[-1][2:])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def fastest(name: str, envs: dict[str, dict], repeat: int, probe: str = PROBE) -> dict:
+    """The row of preset ``name``: for each kind of ``envs`` (kind -> environment), run alternately ``repeat`` times,
+    the run with the smallest ``run_s`` (its fields prefixed by the kind), and ``ratio`` (the first kind's ``run_s``
+    over the second's)."""
+    best: dict[str, dict] = {}
+    for _ in range(repeat):
+        for kind, env in envs.items():
+            r = measure(name, env, probe)
+            if kind not in best or r["run_s"] < best[kind]["run_s"]:
+                best[kind] = r
+    row = {"preset": name, **{f"{k}_{m}": round(v, 3) if isinstance(v, float) else v
+                              for k, r in best.items() for m, v in r.items()}}
+    first, second = envs
+    row["ratio"] = round(row[f"{first}_run_s"] / row[f"{second}_run_s"], 2)
+    return row
+
+
+def switch_rows(doc: str, presets: tuple[str, ...], switch: str, kind: str, prime: tuple[str, ...],
+                probe: str = PROBE) -> list[dict]:
+    """The rows of a benchmark of an environment switch (``--repeat``, ``--presets`` from the command line): in one
+    temporary compilation cache, for each preset, one run per value of ``prime`` (to fill the cache), then
+    :func:`fastest` with ``switch=off`` (kind ``plain``) against ``switch=on`` (kind ``kind``); each row printed."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--presets", default=",".join(PRESETS))
+    parser.add_argument("--presets", default=",".join(presets))
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         base = {**os.environ, "ATTNLAB_JAX_CACHE": cache}
-        plain_env, saved_env = {**base, "ATTNLAB_PROGRAMS": "off"}, {**base, "ATTNLAB_PROGRAMS": "on"}
+        envs = {"plain": {**base, switch: "off"}, kind: {**base, switch: "on"}}
         for name in args.presets.split(","):
-            measure(name, saved_env)  # compiles and saves every program
-            measure(name, plain_env)  # compiles the plain programs
-            best = {"plain": None, "saved": None}
-            for _ in range(args.repeat):
-                for kind, env in (("plain", plain_env), ("saved", saved_env)):
-                    r = measure(name, env)
-                    if best[kind] is None or r["run_s"] < best[kind]["run_s"]:
-                        best[kind] = r
-            row = {"preset": name, **{f"{k}_{m}": round(v, 3) for k, r in best.items() for m, v in r.items()}}
-            row["ratio"] = round(row["plain_run_s"] / row["saved_run_s"], 2)
+            for value in prime:
+                measure(name, {**base, switch: value}, probe)
+            row = fastest(name, envs, args.repeat, probe)
             print(json.dumps(row), flush=True)
             rows.append(row)
+    return rows
+
+
+def main() -> None:
+    rows = switch_rows(__doc__, PRESETS, "ATTNLAB_PROGRAMS", "saved", ("on", "off"))  # saves, then compiles plain
     plain = sum(r["plain_run_s"] for r in rows)
     saved = sum(r["saved_run_s"] for r in rows)
     print(json.dumps({"rows": rows, "plain_run_s_sum": round(plain, 2), "saved_run_s_sum": round(saved, 2),
