@@ -230,7 +230,7 @@ def _replaced_lookup(cc, path: Path) -> Iterator[_Loader | None]:
     seen: list[tuple[str, bytes, tuple[int, ...]]] = []
     loader = None
     if recorded:
-        from jax.extend.backend import get_backend
+        from jax._src.xla_bridge import get_backend  # jax.extend.backend's own, without importing jax.extend
 
         loader = _Loader(recorded, original, get_backend())
         loader.thread.start()
