@@ -1,11 +1,11 @@
 """Benchmark: where a preset's wall time goes, for every preset, in a fresh process, cold and warm.
 
 For each preset and size (``--sizes quick,full``), fresh processes run it from seed 0 as ``attnlab run`` does:
-the first with an empty JAX compilation cache (``cold``), then ``--warm-repeats`` (3) with the cache the first one
-wrote (``warm``), of which the fastest is reported (the tries' wall times and first-run fixed costs are kept: a
-shared 2-core machine's speed drifts by a quarter between minutes, more than the differences measured here); the
-cache's folder also holds the saved traced programs (:mod:`attnlab.programs`): cold, each program is traced and
-saved, warm, loaded.
+the first with an empty JAX compilation cache (``cold``), then ``--warm-repeats`` (3; ``--full-warm-repeats``, 1,
+at full size) with the cache the first one wrote (``warm``), of which the fastest is reported (the tries' wall times
+and first-run fixed costs are kept: a shared 2-core machine's speed drifts by a quarter between minutes, more than
+the differences measured here); the cache's folder also holds the saved traced programs (:mod:`attnlab.programs`):
+cold, each program is traced and saved, warm, loaded.
 Each process times its phases:
 
 * ``imports_s``: importing attnlab, JAX and the preset's paper package (``get_preset``);
@@ -32,7 +32,8 @@ writing (the summary counts the presets whose warm ``run_fixed_s`` is within :da
 JSON object per measurement, then the presets ranked by their warm fixed cost at the first size measured; the last
 line holds every row and the ranking (first).
 
-    .venv/bin/python bench/presets.py [--presets NAME,...] [--sizes quick[,full]] [--warm-repeats 3] [--timeout 1800]
+    .venv/bin/python bench/presets.py [--presets NAME,...] [--sizes quick[,full]] [--warm-repeats 3]
+                                      [--full-warm-repeats 1] [--timeout 1800]
 """
 
 from __future__ import annotations
@@ -165,12 +166,15 @@ def main() -> None:
     parser.add_argument("--sizes", default="quick", help="quick, full or quick,full")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per process")
     parser.add_argument("--warm-repeats", type=int, default=3,
-                        help="fresh warm processes per preset and size, the fastest (wall time) reported")
+                        help="fresh warm processes per preset at quick size, the fastest (wall time) reported")
+    parser.add_argument("--full-warm-repeats", type=int, default=1,
+                        help="the same at full size (minutes each: its computation dominates)")
     args = parser.parse_args()
     names = [n for n in args.presets.split(",") if n] or sorted(all_presets())
     sizes = [s for s in args.sizes.split(",") if s]
-    if args.warm_repeats < 1:
-        parser.error("--warm-repeats takes a count >= 1")
+    if args.warm_repeats < 1 or args.full_warm_repeats < 1:
+        parser.error("--warm-repeats and --full-warm-repeats take a count >= 1")
+    repeats = {"quick": args.warm_repeats, "full": args.full_warm_repeats}
     if not set(sizes) <= {"quick", "full"}:
         raise SystemExit("--sizes takes quick, full or quick,full")
     rows = []
@@ -179,7 +183,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="attnlab-bench-cache-") as cache:
                 for state in ("cold", "warm"):
                     tries = [measure(name, size == "quick", cache, args.timeout)
-                             for _ in range(1 if state == "cold" else args.warm_repeats)]
+                             for _ in range(1 if state == "cold" else repeats[size])]
                     done = [t for t in tries if "error" not in t]
                     row = {"preset": name, "size": size, "cache": state,
                            **(min(done, key=lambda t: t["wall_s"]) if done else tries[0])}
@@ -194,16 +198,17 @@ def main() -> None:
                for r in sorted(warm, key=lambda r: -r["fixed_s"])]
     print(json.dumps({"ranking_by_warm_fixed_cost": ranking, "size": first}), flush=True)
     summary = {"rows": rows, "ranking_by_warm_fixed_cost": ranking}
-    for state in ("cold", "warm"):
-        done = [r for r in rows if r["size"] == first and r["cache"] == state and "error" not in r]
-        if done:
-            summary[f"{first}_{state}_fixed_s_max"] = max(r["fixed_s"] for r in done)
-            summary[f"{first}_{state}_wall_s_sum"] = round(sum(r["wall_s"] for r in done), 1)
-            summary[f"{first}_{state}_computation_s_sum"] = round(sum(r["computation_s"] for r in done), 1)
-            summary[f"{first}_{state}_run_fixed_s_max"] = max(r["run_fixed_s"] for r in done)
-            summary[f"{first}_{state}_run_fixed_within_target"] = sum(r["run_fixed_s"] <= RUN_FIXED_TARGET_S
-                                                                      for r in done)
-            summary[f"{first}_{state}_presets"] = len(done)
+    for size in sizes:
+        for state in ("cold", "warm"):
+            done = [r for r in rows if r["size"] == size and r["cache"] == state and "error" not in r]
+            if done:
+                summary[f"{size}_{state}_fixed_s_max"] = max(r["fixed_s"] for r in done)
+                summary[f"{size}_{state}_wall_s_sum"] = round(sum(r["wall_s"] for r in done), 1)
+                summary[f"{size}_{state}_computation_s_sum"] = round(sum(r["computation_s"] for r in done), 1)
+                summary[f"{size}_{state}_run_fixed_s_max"] = max(r["run_fixed_s"] for r in done)
+                summary[f"{size}_{state}_run_fixed_within_target"] = sum(r["run_fixed_s"] <= RUN_FIXED_TARGET_S
+                                                                         for r in done)
+                summary[f"{size}_{state}_presets"] = len(done)
     summary["failed"] = [f"{r['preset']} {r['size']} {r['cache']}: {r['error']}" for r in rows if "error" in r]
     print(json.dumps(summary))
 

@@ -50,3 +50,21 @@ def test_docs_tables_are_regenerated_from_the_saved_results(bench_table):
     """docs/speed.md holds exactly what `python tools/bench_table.py` writes from bench/results/."""
     doc = bench_table.DOC.read_text()
     assert bench_table.rewrite_doc(bench_table.table(sorted(bench_table.BENCH.glob("*.py")))) == doc
+
+
+def test_script_arguments_go_with_one_script_run(bench_table, capsys):
+    assert bench_table.main(["--args", "--sizes full"]) == 2  # not without --run
+    assert bench_table.main(["--run", "presets", "preload", "--args", "--sizes full"]) == 2  # one script only
+    assert "--args goes with --run and one script" in capsys.readouterr().err
+
+
+def test_presets_table_has_a_section_per_size_measured(bench_table, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_table, "RESULTS", tmp_path)
+    phases = {"computation_s": 1.0, "fixed_s": 2.0, "tracing_s": 0.5, "compilation_s": 0.5, "programs": 3,
+              "checks_s": 0.1, "figures_s": 0.4, "imports_s": 0.8, "startup_s": 0.1, "writing_s": 0.1}
+    rows = [{"preset": "p", "size": size, "cache": cache, "wall_s": wall, **phases}
+            for size, wall in (("quick", 3.0), ("full", 30.0)) for cache in ("cold", "warm")]
+    _save(tmp_path / "cpu", "presets", {"rows": rows})
+    text = bench_table.presets_table()
+    assert "quick size, " in text and "full size, " in text
+    assert "| `p` | 3.0 s |" in text and "| `p` | 30.0 s |" in text

@@ -2,6 +2,7 @@
 
     python tools/bench_table.py --run [SCRIPT ...]   run the scripts (default: all), save each one's result, rewrite
                                                      the table
+    python tools/bench_table.py --run SCRIPT --args 'ARGS'   the same, one script run with ARGS
     python tools/bench_table.py                      rewrite the table from the saved results only
     python tools/bench_table.py --import gpu FILE    save a run made on a GPU machine (bench/gpu.sh), rewrite the table
 
@@ -23,6 +24,7 @@ import datetime
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +57,10 @@ HEADLINES = {
                 ("quick_cold_wall_s_sum", "cold {:.0f} s"),
                 ("quick_warm_computation_s_sum", "of which computation {:.0f} s"),
                 ("quick_warm_run_fixed_s_max", "largest first-run fixed cost without figures {:.1f} s"),
-                ("quick_warm_run_fixed_within_target", "{:d} presets within 2 s")],
+                ("quick_warm_run_fixed_within_target", "{:d} presets within 2 s"),
+                ("full_warm_wall_s_sum", "all presets full: warm {:.0f} s"),
+                ("full_warm_computation_s_sum", "of which computation {:.0f} s"),
+                ("full_warm_fixed_s_max", "largest fixed cost (full, warm) {:.1f} s")],
     "preload": [("ratio_vs_plain", "{:.2f}x vs loading on the run's thread"), ("plain_run_s_sum", "runs {:.1f} s plain"),
                 ("ahead_run_s_sum", "{:.1f} s ahead"), ("plain_lookup_s_sum", "cache reads {:.2f} s"),
                 ("ahead_lookup_s_sum", "{:.2f} s")],
@@ -222,9 +227,10 @@ def native_kernels() -> dict:
     return out
 
 
-def run_script(script: Path) -> dict | None:
-    """Run one benchmark with this interpreter; its last stdout line parsed as JSON, or None when it failed."""
-    cmd = [sys.executable, str(script.relative_to(ROOT))]
+def run_script(script: Path, args: list[str] = ()) -> dict | None:
+    """Run one benchmark with this interpreter (and ``args``); its last stdout line parsed as JSON, or None when it
+    failed."""
+    cmd = [sys.executable, str(script.relative_to(ROOT)), *args]
     print("+ " + " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -417,6 +423,8 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="store_true", help="run the scripts before writing the table")
     ap.add_argument("scripts", nargs="*", help="script names to run (default: all under bench/)")
+    ap.add_argument("--args", default="", help="arguments for the one script run, as one string (say --args "
+                                               "'--sizes quick,full' for bench/presets.py); saved with its command")
     ap.add_argument("--import", dest="imported", nargs=2, metavar=("SCRIPT", "FILE"),
                     help="save FILE, the full JSON of SCRIPT run on another machine (bench/gpu.py's gpu.json), as "
                          "that machine's result")
@@ -428,18 +436,23 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"bench_table: no such benchmark: {', '.join(unknown)}", file=sys.stderr)
         return 2
+    script_args = shlex.split(args.args)
+    if script_args and (not args.run or len(args.scripts) != 1):
+        print("bench_table: --args goes with --run and one script", file=sys.stderr)
+        return 2
     status = 0
     if args.run:
         chosen = [(BENCH / Path(s).name).with_suffix(".py") for s in args.scripts] or [
             s for s in scripts if s.stem not in ELSEWHERE]
         for script in chosen:
             load_before = os.getloadavg()
-            result = run_script(script)
+            result = run_script(script, script_args)
             if result is None:
                 status = 1
                 continue
             here = cpu()
-            record = {"script": script.name, "command": f"python bench/{script.name}", "cpu": here,
+            record = {"script": script.name, "command": shlex.join(["python", f"bench/{script.name}", *script_args]),
+                      "cpu": here,
                       "native_kernels": native_kernels(),
                       "xla_flags": os.environ.get("XLA_FLAGS", ""), "load_average_before_after":
                       [load_before[0], os.getloadavg()[0]], "date": datetime.date.today().isoformat(),
