@@ -274,7 +274,9 @@ def table(scripts: list[Path]) -> str:
         records = [json.loads(p.read_text()) for p in saved]
         for record in records or [None]:
             here = record and script.stem in ELSEWHERE
-            cmd = f"`{record['command']}`" if here else f"`.venv/bin/python bench/{script.name}`"
+            args = shlex.split(record["command"])[2:] if record and not here else []  # the arguments it ran with
+            local = shlex.join([".venv/bin/python", f"bench/{script.name}", *args])
+            cmd = f"`{record['command']}`" if here else f"`{local}`"
             result = headline(script.stem, record["result"]) if record else "not measured"
             where = cpu_text(record["cpu"], record.get("device")) if record else ""
             rows.append(f"| `{script.name}` | {summary_line(script)} | {result} | {where} | {cmd} |")
