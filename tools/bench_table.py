@@ -227,7 +227,7 @@ def native_kernels() -> dict:
     return out
 
 
-def run_script(script: Path, args: list[str] = ()) -> dict | None:
+def run_script(script: Path, args: tuple[str, ...] | list[str] = ()) -> dict | None:
     """Run one benchmark with this interpreter (and ``args``); its last stdout line parsed as JSON, or None when it
     failed."""
     cmd = [sys.executable, str(script.relative_to(ROOT)), *args]
