@@ -172,11 +172,12 @@ def main() -> None:
     args = parser.parse_args()
     names = [n for n in args.presets.split(",") if n] or sorted(all_presets())
     sizes = [s for s in args.sizes.split(",") if s]
-    if args.warm_repeats < 1 or args.full_warm_repeats < 1:
-        parser.error("--warm-repeats and --full-warm-repeats take a count >= 1")
+    bad = ("--warm-repeats and --full-warm-repeats take a count >= 1" if min(args.warm_repeats, args.full_warm_repeats) < 1
+           else "--sizes takes quick, full or quick,full" if not sizes or not set(sizes) <= {"quick", "full"} else None)
+    if bad:
+        print(f"bench/presets.py: {bad}", file=sys.stderr)
+        raise SystemExit(2)
     repeats = {"quick": args.warm_repeats, "full": args.full_warm_repeats}
-    if not set(sizes) <= {"quick", "full"}:
-        raise SystemExit("--sizes takes quick, full or quick,full")
     rows = []
     for size in sizes:
         for name in names:
