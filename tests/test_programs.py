@@ -138,6 +138,95 @@ def test_a_program_export_cannot_save_is_traced_once_by_later_processes(probe, t
     assert again["traces"] == 1 and again["out"] == first["out"]  # jax.jit's trace only
 
 
+CHAIN = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from attnlab import programs, runtime
+runtime.use_compile_cache(sys.argv[1])
+
+@programs.jit
+def scale(x, c):  # its second result is weak-typed (c's type: a Python float's)
+    return jnp.sin(x), jnp.broadcast_to(c, x.shape) * 2
+
+@programs.jit
+def combine(y, z):
+    return y + z
+
+traced = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda n, s, **kw: traced.append(kw.get("fun_name")) if n.endswith("jaxpr_trace_duration") else None)
+with jax.enable_x64(True):
+    y, z = scale(np.linspace(0.0, 3.0, 5), 2.0)
+    out = combine(y, z)
+print(json.dumps({"weak": bool(z.weak_type), "out": np.asarray(out).tolist(),
+                  "traced": sorted({t for t in traced if t in ("scale", "combine")})}))
+"""
+
+
+def test_a_programs_results_have_the_types_a_later_process_gets(tmp_path):
+    """A result of the process that traces a program has the types a later process's call of the saved program
+    gives it (``jax.export``'s serialisation keeps no weak types): the program it feeds then has the same argument
+    types, hence the same key, in both, and is traced in the first process only."""
+    (tmp_path / "chain.py").write_text(CHAIN)
+
+    def run():
+        res = subprocess.run([sys.executable, "chain.py", str(tmp_path / "cc")], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, env=_env(tmp_path))
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+    first, second, third = run(), run(), run()
+    assert first["traced"] == ["combine", "scale"]
+    assert second["traced"] == third["traced"] == []  # both programs loaded: combine was saved for these types
+    assert first["weak"] == second["weak"] and len(_saved(tmp_path)) == 2
+    assert first["out"] == second["out"] == third["out"]
+    assert np.allclose(first["out"], np.sin(np.linspace(0, 3, 5)) + 4)
+
+
+LINALG = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax._src.export import _export
+from attnlab import programs, runtime
+runtime.use_compile_cache(sys.argv[1])
+jax_function = _export._ensure_backends_initialized
+
+@programs.jit
+def plain(x):
+    return jnp.sin(x) @ x
+
+@programs.jit
+def spectrum(x):  # a LAPACK routine (syevd)
+    return jnp.linalg.eigvalsh(x)
+
+x = np.diag([3.0, 1.0, 2.0])
+with jax.enable_x64(True):
+    out = plain(x)
+    after_plain = "scipy.linalg" in sys.modules
+    eig = spectrum(x)
+print(json.dumps({"plain": np.asarray(out).tolist(), "after_plain": after_plain, "eig": np.asarray(eig).tolist(),
+                  "after_eig": "scipy.linalg" in sys.modules,
+                  "restored": _export._ensure_backends_initialized is jax_function}))
+"""
+
+
+def test_saved_programs_set_up_linear_algebra_only_where_they_call_it(tmp_path):
+    """Calling a saved program that calls no LAPACK routine leaves JAX's LAPACK set-up (``scipy.linalg``'s import)
+    undone, in the process that saved it and in a later one that loads it; one that does call LAPACK (the control)
+    has it set up and computes; JAX's function is its own again afterwards. (No path here says "lapack", the string
+    the check looks for in a program's module, which holds its source paths.)"""
+    (tmp_path / "routines.py").write_text(LINALG)
+    for _ in range(2):  # saved, then loaded
+        res = subprocess.run([sys.executable, "routines.py", str(tmp_path / "cc")], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, env=_env(tmp_path))
+        assert res.returncode == 0, res.stderr[-2000:]
+        out = json.loads(res.stdout.strip().splitlines()[-1])
+        assert not out["after_plain"] and out["after_eig"] and out["restored"]
+        assert np.allclose(out["plain"], np.sin(np.diag([3.0, 1.0, 2.0])) @ np.diag([3.0, 1.0, 2.0]))
+        assert np.allclose(out["eig"], [1.0, 2.0, 3.0])
+    assert len(_saved(tmp_path)) == 2
+
+
 def test_without_attnlabs_compile_cache_nothing_is_saved(probe, tmp_path):
     res = probe(cache="off")
     assert res["traced"] and res["out"] == res["plain"] and not (tmp_path / "cc").exists()

@@ -40,6 +40,7 @@ import hashlib
 import inspect
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -239,6 +240,55 @@ def _describe(context) -> str:
     return repr((tuple(one(x) for x in ctx) if isinstance(ctx, tuple) else one(ctx), backend, eqx))
 
 
+_LAPACK_SKIP = threading.local()  # .on: this thread lowers a saved program that calls no LAPACK routine
+_LAPACK_LOCK = threading.Lock()
+_LAPACK_USERS = [0, None]  # threads inside _without_lapack_setup, JAX's function they replaced
+
+
+def _export_module():
+    """JAX's module whose lowering of a saved program's call sets LAPACK up, if it has the form this module was
+    written for (``_ensure_backends_initialized(platforms)`` calling ``linalg.initialize_lapack()`` only), else None."""
+    from jax._src.export import _export
+
+    fn = getattr(_export, "_ensure_backends_initialized", None)
+    code = getattr(fn, "__code__", None)
+    return _export if code is not None and set(code.co_names) == {"linalg", "initialize_lapack"} else None
+
+
+@contextlib.contextmanager
+def _without_lapack_setup():
+    """While this thread lowers the call of a saved program that calls no LAPACK routine: JAX's lowering of an
+    exported program's call sets up its CPU LAPACK routines (``jax._src.lax.linalg.initialize_lapack``, which imports
+    ``scipy.linalg`` for their addresses: a fifth of a second, once per process) whatever the program computes; for a
+    program without a LAPACK call there is nothing to set up. Other threads, and programs that call LAPACK, go
+    through JAX's function unchanged; JAX's function is put back when the last thread leaves."""
+    module = _export_module()
+    if module is None:
+        yield
+        return
+    with _LAPACK_LOCK:
+        if _LAPACK_USERS[0] == 0:
+            original = module._ensure_backends_initialized
+            _LAPACK_USERS[1] = original
+
+            def ensure(platforms):
+                if not getattr(_LAPACK_SKIP, "on", False):
+                    original(platforms)
+
+            module._ensure_backends_initialized = ensure
+        _LAPACK_USERS[0] += 1
+    _LAPACK_SKIP.on = True
+    try:
+        yield
+    finally:
+        _LAPACK_SKIP.on = False
+        with _LAPACK_LOCK:
+            _LAPACK_USERS[0] -= 1
+            if _LAPACK_USERS[0] == 0:
+                module._ensure_backends_initialized = _LAPACK_USERS[1]
+                _LAPACK_USERS[1] = None
+
+
 class _Program:
     """A saved program called on the flat argument leaves; its result rebuilt with the output's tree structure."""
 
@@ -251,11 +301,15 @@ class _Program:
         call.__name__ = call.__qualname__ = f"saved_{exported.fun_name}"  # named in JAX's logs and profiles
         self.call = jax.jit(call, compiler_options=compiler_options)
         self.out_tree = jax.tree_util.tree_structure(out_example)
+        # the LAPACK routines a program calls are custom calls named lapack_*, strings of its serialised module
+        self.calls_lapack = b"lapack" in bytes(exported.mlir_module_serialized)
 
     def __call__(self, leaves):
         import jax
 
-        return jax.tree_util.tree_unflatten(self.out_tree, self.call(*leaves))
+        with contextlib.nullcontext() if self.calls_lapack else _without_lapack_setup():
+            out = self.call(*leaves)
+        return jax.tree_util.tree_unflatten(self.out_tree, out)
 
 
 def _load(path: Path, compiler_options=None) -> _Program | None:
@@ -271,13 +325,13 @@ def _load(path: Path, compiler_options=None) -> _Program | None:
         return None
 
 
-def _save(path: Path, exported, out_example) -> None:
-    """Write the exported program and an example of its output's tree (its leaves numbered) to ``path``, through a
+def _save(path: Path, serialized: bytes, out_example) -> None:
+    """Write the serialised exported program and an example of its output's tree (its leaves numbered) to ``path``, through a
     temporary name: a reader finds all of the file or none. (``jax.export`` serialises trees of tuples, lists and
     dicts only; the output's named tuples and dataclasses are pickled by reference to their classes.)"""
     import pickle
 
-    data = pickle.dumps((out_example, exported.serialize()), protocol=pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps((out_example, serialized), protocol=pickle.HIGHEST_PROTOCOL)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         tmp.write_bytes(data)
@@ -340,10 +394,13 @@ def _program(fn: Callable, static: tuple, names: tuple[str, ...], leaves: list, 
 
         call.__name__ = call.__qualname__ = fn.__name__
         try:
-            exported = export.export(jax.jit(call))(*leaves)
+            serialized = export.export(jax.jit(call))(*leaves).serialize()
             out_example = jax.tree_util.tree_unflatten(out_trees[-1], list(range(out_trees[-1].num_leaves)))
-            program = _Program(exported, out_example, compiler_options)
-            _save(path, exported, out_example)
+            # called as a later process loads it: serialisation drops the weak types of the arguments and results
+            # (a Python scalar's), so the exported program itself would hand the next program other argument types,
+            # hence another key, than a later process's run (and, mixed with float32, another promotion)
+            program = _Program(export.deserialize(bytearray(serialized)), out_example, compiler_options)
+            _save(path, serialized, out_example)
         except Exception:  # jax.export cannot save this program (a host callback, a custom call): trace it
             _MEMO[memo_key] = _UNSAVED
             with contextlib.suppress(OSError):
