@@ -68,3 +68,26 @@ def test_presets_table_has_a_section_per_size_measured(bench_table, tmp_path, mo
     text = bench_table.presets_table()
     assert "quick size, " in text and "full size, " in text
     assert "| `p` | 3.0 s |" in text and "| `p` | 30.0 s |" in text
+
+
+def test_a_run_of_one_size_keeps_the_saved_rows_of_the_other(bench_table):
+    """``--args '--sizes quick'`` replaces the quick rows and figures and keeps the saved full ones, saying which
+    command measured each size; a result without size rows is saved as it is."""
+    def row(size, wall):
+        return {"preset": "p", "size": size, "cache": "warm", "wall_s": wall}
+
+    old = {"command": "python bench/presets.py --sizes quick,full", "date": "d0",
+           "result": {"rows": [row("quick", 3.0), row("full", 30.0)], "quick_warm_wall_s_sum": 3.0,
+                      "full_warm_wall_s_sum": 30.0}}
+    new = {"command": "python bench/presets.py --sizes quick", "date": "d1",
+           "result": {"rows": [row("quick", 2.0)], "quick_warm_wall_s_sum": 2.0}}
+    merged = bench_table.keep_other_sizes(old, new)
+    assert merged["result"]["rows"] == [row("quick", 2.0), row("full", 30.0)]
+    assert merged["result"]["quick_warm_wall_s_sum"] == 2.0 and merged["result"]["full_warm_wall_s_sum"] == 30.0
+    assert merged["sizes"] == {"quick": {"command": new["command"], "date": "d1"},
+                               "full": {"command": old["command"], "date": "d0"}}
+    # both sizes measured again: nothing is kept
+    both = dict(new, result={"rows": [row("quick", 2.0), row("full", 20.0)]})
+    assert bench_table.keep_other_sizes(old, both) == both
+    plain = {"command": "c", "date": "d", "result": {"ratio": 2.0}}
+    assert bench_table.keep_other_sizes(old, plain) == plain

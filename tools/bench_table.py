@@ -362,7 +362,8 @@ def presets_table() -> str:
             cold = {r["preset"]: r for r in rows if r["size"] == size and r["cache"] == "cold"}
             if not warm:
                 continue
-            out += [f"{size} size, {cpu_text(record['cpu'])}:", "",
+            how = record.get("sizes", {}).get(size)
+            out += [f"{size} size, {cpu_text(record['cpu'])}" + (f" (`{how['command']}`)" if how else "") + ":", "",
                     "| preset | warm: wall | computation | fixed | tracing | compile (programs) | checks | figures | "
                     "imports + start | writing | cold: wall | compile |", "|" + "---|" * 12]
             ranked = sorted(warm.values(), key=lambda r: -r.get("fixed_s", -1.0))
@@ -421,6 +422,27 @@ def import_result(name: str, path: str) -> int:
     return 0
 
 
+def keep_other_sizes(old: dict, new: dict) -> dict:
+    """``new``, a result with rows per preset size (``bench/presets.py``), with the rows and summary figures of the
+    sizes it did not measure taken from ``old``, the record it replaces (``--sizes quick`` keeps a saved full-size
+    profile): ``sizes`` then says the command and date of each size's figures. Any other result is ``new`` as it is."""
+    rows, old_rows = new["result"].get("rows"), old.get("result", {}).get("rows")
+    if not isinstance(rows, list) or not isinstance(old_rows, list):
+        return new
+    measured = {r.get("size") for r in rows}
+    kept = [r for r in old_rows if r.get("size") not in measured]
+    if not kept:
+        return new
+    sizes = {size: {"command": new["command"], "date": new["date"]} for size in sorted(measured, key=str)}
+    for size in sorted({r.get("size") for r in kept}, key=str):
+        sizes[size] = old.get("sizes", {}).get(size) or {"command": old.get("command"), "date": old.get("date")}
+    result = dict(new["result"], rows=rows + kept)
+    for key, value in old["result"].items():
+        if key not in result and key.split("_")[0] in sizes and key.split("_")[0] not in measured:
+            result[key] = value
+    return dict(new, result=result, sizes=sizes)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="store_true", help="run the scripts before writing the table")
@@ -461,7 +483,10 @@ def main(argv: list[str]) -> int:
                       "result": result}
             folder = RESULTS / cpu_slug(here)
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{script.stem}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+            saved = folder / f"{script.stem}.json"
+            if saved.is_file():
+                record = keep_other_sizes(json.loads(saved.read_text()), record)
+            saved.write_text(json.dumps(record, indent=1, default=str) + "\n")
     DOC.write_text(rewrite_doc(table(scripts)))
     print(f"bench_table: wrote the table of {DOC.relative_to(ROOT)}")
     return status
