@@ -107,7 +107,7 @@ def sample_teacher_sqrtD(key, D: int):
     return _teacher_sqrtD(key, check.count("dimension D", D, minimum=2))
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(programs.jit, static_argnums=1)
 def _teacher_sqrtD(key, D: int):
     kk, kv = jax.random.split(key)
     k = jax.random.normal(kk, (D,))

@@ -352,7 +352,7 @@ def vectors_on_manifold(key, k_star, v_star, m_k, q_k, m_v, q_v):
                         math.sqrt(max(q_v - m_v**2, 0.0)))
 
 
-@jax.jit
+@programs.jit
 def _on_manifold(key, k_star, v_star, m_k, s_k, m_v, s_v):
     D = k_star.shape[-1]
     B = jnp.stack([k_star, v_star, *jax.random.normal(key, (2, D))], axis=1)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from attnlab import _random
+from attnlab import _random, programs
 
 __all__ = ["SLRBatch", "sample_teacher", "init_sphere", "sample_slr", "sample_slr_in_frame", "sample_tokens",
            "sample_tokens_in_frame", "orthonormal_frame"]
@@ -40,7 +40,7 @@ class SLRBatch(NamedTuple):
     J0: jax.Array
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(programs.jit, static_argnums=1)
 def sample_teacher(key, d: int):
     """Teacher pair (k*, v*) as in the official ``init_star``: k* a normalised Gaussian, v* an independent Gaussian
     orthogonalised against k* and normalised. Returns ``(k_star, v_star)``, each of shape (d,)."""
@@ -52,7 +52,7 @@ def sample_teacher(key, d: int):
     return k_star, v_star / jnp.linalg.norm(v_star)
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(programs.jit, static_argnums=1)
 def init_sphere(key, d: int):
     """Independent uniform k and v on the sphere S^{d-1} (official ``initialize_on_sphere``)."""
     kk, kv = jax.random.split(key)
@@ -61,7 +61,7 @@ def init_sphere(key, d: int):
     return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
-@partial(jax.jit, static_argnames=("n", "L", "link"))
+@partial(programs.jit, static_argnames=("n", "L", "link"))
 def sample_tokens(key, k_star, v_star, n: int, L: int, gamma, eps, mean_scale, link=None) -> SLRBatch:
     """``n`` SLR sequences in R^d with signal mean ``mean_scale k*``: ``X_{J0} ~ N(mean_scale k*, gamma^2 I)``,
     ``X_l ~ N(0, I)`` otherwise, ``y = link(X_{J0} . v*) + eps xi`` (``link=None``: the identity), J0 uniform."""
