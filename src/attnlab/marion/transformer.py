@@ -468,7 +468,7 @@ def train(params0, runs: RunData, step_keys, arms: Arm, sz: Sizes, *, gamma, eps
     state after ``t + 1`` updates); else at ``0, K, ..., n_steps`` (initial and final states included).
     ``progress(done, total)`` is called after each of up to ``n_segments`` compiled calls.
     Returns ``(steps, logs, params)``: the logged numbers of updates, the :func:`diagnostics` with leading axes
-    (log, arm, run) and the final parameters (in ``sz.precision``).
+    (log, arm, run) as NumPy arrays and the final parameters (in ``sz.precision``).
     """
     if n_steps % log_every:
         raise ValueError(f"log_every ({log_every}) must divide n_steps ({n_steps})")
@@ -482,15 +482,17 @@ def train(params0, runs: RunData, step_keys, arms: Arm, sz: Sizes, *, gamma, eps
     params, logs = params0, []
     for i in range(n_seg):
         params, logged = segment(params, keys[:, i], runs, arms, consts, sz, log_every, offset, per_seg)
-        logs.append(jax.tree.map(lambda x: jnp.moveaxis(x, 2, 0), logged))  # (arm, run, block) -> (block, ...)
+        # (arm, run, block) -> (block, ...), on the host: the logs are small, and array operations outside a compiled
+        # program would each be a program of its own (traced, lowered and compiled or loaded in every process)
+        logs.append(jax.tree.map(lambda x: np.moveaxis(np.asarray(x), 2, 0), logged))
         if progress is not None:
             jax.block_until_ready(logged)
             progress(i + 1, n_seg)
     steps = np.arange(n_blocks) * log_every + offset
     if not notebook_logging:  # each block logged before its first update; add the final state
-        logs.append(jax.tree.map(lambda x: x[None], _log_all(params, runs, arms, consts, sz)))
+        logs.append(jax.tree.map(lambda x: np.asarray(x)[None], _log_all(params, runs, arms, consts, sz)))
         steps = np.append(steps, n_steps)
-    logs = jax.tree.map(lambda *x: jnp.concatenate(x, axis=0), *logs)
+    logs = jax.tree.map(lambda *x: np.concatenate(x, axis=0), *logs)
     return steps, logs, params
 
 
