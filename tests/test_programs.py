@@ -138,6 +138,16 @@ def test_a_program_export_cannot_save_is_traced_once_by_later_processes(probe, t
     assert again["traces"] == 1 and again["out"] == first["out"]  # jax.jit's trace only
 
 
+def _run_script(tmp_path: Path, name: str, text: str) -> dict:
+    """Run ``text`` as the script ``name`` in a fresh process with the compilation cache ``tmp_path/cc``: the JSON
+    object of its last line."""
+    (tmp_path / name).write_text(text)
+    res = subprocess.run([sys.executable, name, str(tmp_path / "cc")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env=_env(tmp_path))
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 CHAIN = """
 import json, sys
 import jax, jax.numpy as jnp, numpy as np
@@ -167,15 +177,7 @@ def test_a_programs_results_have_the_types_a_later_process_gets(tmp_path):
     """A result of the process that traces a program has the types a later process's call of the saved program
     gives it (``jax.export``'s serialisation keeps no weak types): the program it feeds then has the same argument
     types, hence the same key, in both, and is traced in the first process only."""
-    (tmp_path / "chain.py").write_text(CHAIN)
-
-    def run():
-        res = subprocess.run([sys.executable, "chain.py", str(tmp_path / "cc")], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300, env=_env(tmp_path))
-        assert res.returncode == 0, res.stderr[-2000:]
-        return json.loads(res.stdout.strip().splitlines()[-1])
-
-    first, second, third = run(), run(), run()
+    first, second, third = (_run_script(tmp_path, "chain.py", CHAIN) for _ in range(3))
     assert first["traced"] == ["combine", "scale"]
     assert second["traced"] == third["traced"] == []  # both programs loaded: combine was saved for these types
     assert first["weak"] == second["weak"] and len(_saved(tmp_path)) == 2
@@ -215,12 +217,8 @@ def test_saved_programs_set_up_linear_algebra_only_where_they_call_it(tmp_path):
     undone, in the process that saved it and in a later one that loads it; one that does call LAPACK (the control)
     has it set up and computes; JAX's function is its own again afterwards. (No path here says "lapack", the string
     the check looks for in a program's module, which holds its source paths.)"""
-    (tmp_path / "routines.py").write_text(LINALG)
     for _ in range(2):  # saved, then loaded
-        res = subprocess.run([sys.executable, "routines.py", str(tmp_path / "cc")], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300, env=_env(tmp_path))
-        assert res.returncode == 0, res.stderr[-2000:]
-        out = json.loads(res.stdout.strip().splitlines()[-1])
+        out = _run_script(tmp_path, "routines.py", LINALG)
         assert not out["after_plain"] and out["after_eig"] and out["restored"]
         assert np.allclose(out["plain"], np.sin(np.diag([3.0, 1.0, 2.0])) @ np.diag([3.0, 1.0, 2.0]))
         assert np.allclose(out["eig"], [1.0, 2.0, 3.0])

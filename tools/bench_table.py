@@ -433,13 +433,12 @@ def keep_other_sizes(old: dict, new: dict) -> dict:
     kept = [r for r in old_rows if r.get("size") not in measured]
     if not kept:
         return new
+    kept_sizes = {r.get("size") for r in kept}
     sizes = {size: {"command": new["command"], "date": new["date"]} for size in sorted(measured, key=str)}
-    for size in sorted({r.get("size") for r in kept}, key=str):
+    for size in sorted(kept_sizes, key=str):
         sizes[size] = old.get("sizes", {}).get(size) or {"command": old.get("command"), "date": old.get("date")}
-    result = dict(new["result"], rows=rows + kept)
-    for key, value in old["result"].items():
-        if key not in result and key.split("_")[0] in sizes and key.split("_")[0] not in measured:
-            result[key] = value
+    figures = {k: v for k, v in old["result"].items() if k.split("_")[0] in kept_sizes}  # quick_warm_..., full_...
+    result = {**figures, **new["result"], "rows": rows + kept}
     return dict(new, result=result, sizes=sizes)
 
 

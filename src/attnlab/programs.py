@@ -245,9 +245,11 @@ _LAPACK_LOCK = threading.Lock()
 _LAPACK_USERS = [0, None]  # threads inside _without_lapack_setup, JAX's function they replaced
 
 
+@functools.cache
 def _export_module():
     """JAX's module whose lowering of a saved program's call sets LAPACK up, if it has the form this module was
-    written for (``_ensure_backends_initialized(platforms)`` calling ``linalg.initialize_lapack()`` only), else None."""
+    written for (``_ensure_backends_initialized(platforms)`` calling ``linalg.initialize_lapack()`` only), else None.
+    Looked at once, before :func:`_without_lapack_setup` first replaces that function."""
     from jax._src.export import _export
 
     fn = getattr(_export, "_ensure_backends_initialized", None)
