@@ -10,7 +10,7 @@ import pytest
 import scipy.stats as st
 from jax.extend.random import threefry_2x32
 
-from attnlab._random import cos_sin_2pi, normal, threefry2x32, uniform
+from attnlab._random import cos_sin_2pi, fold_in, normal, split, threefry2x32, uniform
 from attnlab.sakai.sampler import empirical_gram
 
 ALPHA = 1e-3
@@ -81,3 +81,16 @@ def test_determinism_and_keys():
 def test_empirical_gram_is_x_xt_over_n():
     X = np.asarray(normal(jax.random.key(2), (3, 5, 4, 37)))
     assert np.allclose(np.asarray(empirical_gram(jnp.asarray(X))), X @ np.swapaxes(X, -1, -2) / 37, rtol=1e-13, atol=1e-15)
+
+
+def test_split_and_fold_in_give_jaxs_keys():
+    """The saved key programs derive JAX's keys, as a tuple for split; control: another fold-in datum differs."""
+    key = jax.random.key(21)
+    parts = split(key, 3)
+    assert isinstance(parts, tuple) and len(parts) == 3
+    for a, b in zip(parts, jax.random.split(key, 3)):
+        np.testing.assert_array_equal(jax.random.key_data(a), jax.random.key_data(b))
+    np.testing.assert_array_equal(jax.random.key_data(fold_in(key, 1007)),
+                                  jax.random.key_data(jax.random.fold_in(key, 1007)))
+    assert not np.array_equal(jax.random.key_data(fold_in(key, 1008)),
+                              jax.random.key_data(jax.random.fold_in(key, 1007)))

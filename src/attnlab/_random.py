@@ -27,12 +27,29 @@ r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["threefry2x32", "uniform", "normal", "cos_sin_2pi", "chi2", "bartlett"]
+from attnlab import programs
+
+__all__ = ["split", "fold_in", "threefry2x32", "uniform", "normal", "cos_sin_2pi", "chi2", "bartlett"]
+
+
+@partial(programs.jit, static_argnames=("num",))
+def split(key, num: int = 2):
+    """``tuple(jax.random.split(key, num))``, one saved program (:mod:`attnlab.programs`): outside a compiled
+    function, ``jax.random.split`` and each unpacking of its result are programs of their own, traced and lowered in
+    every process."""
+    return tuple(jax.random.split(key, num))
+
+
+@programs.jit
+def fold_in(key, data):
+    """``jax.random.fold_in(key, data)``, one saved program (see :func:`split`)."""
+    return jax.random.fold_in(key, data)
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from attnlab.duranthon.activations import activation, custom_activation
-from attnlab.duranthon.data import length_law, sample_scores, sample_sequences, sample_teacher_sqrtD
+from attnlab.duranthon.data import (
+    length_law,
+    sample_scores,
+    sample_scores_and_normals,
+    sample_sequences,
+    sample_teacher_sqrtD,
+)
 from attnlab.duranthon.population import mu_max
 
 
@@ -115,3 +121,17 @@ def test_activations_respect_the_mask_and_their_definitions():
         activation("tanh")
     with pytest.raises(ValueError):
         custom_activation("softmax", jnp.exp)
+
+
+def test_scores_and_normals_are_the_scores_and_normals_of_the_split_key():
+    """One program draws what split(key, 3), sample_scores on the first key and a normal per other key draw; the
+    control: the keys in the other order give other normals."""
+    key = jax.random.key(11)
+    s, (a, b) = sample_scores_and_normals(key, "max", 2.0, (2, 4), 256, 2, noise_std=0.5)
+    ks, k1, k2 = jax.random.split(key, 3)
+    ref = sample_scores(ks, "max", 2.0, (2, 4), 256, noise_std=0.5)
+    for x, y in zip(s, ref):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(jax.random.normal(k1, ref.chi.shape)))
+    np.testing.assert_array_equal(np.asarray(b), np.asarray(jax.random.normal(k2, ref.chi.shape)))
+    assert not np.array_equal(np.asarray(a), np.asarray(jax.random.normal(k2, ref.chi.shape)))

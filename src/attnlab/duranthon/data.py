@@ -32,7 +32,7 @@ from attnlab import _validate as check
 from attnlab import programs
 
 __all__ = ["Model", "LengthLaw", "DuranthonBatch", "Scores", "check_model", "length_law", "c_nu",
-           "sample_teacher_sqrtD", "sample_lengths", "sample_scores", "sample_sequences"]
+           "sample_teacher_sqrtD", "sample_lengths", "sample_scores", "sample_scores_and_normals", "sample_sequences"]
 
 Model = Literal["spiked", "max"]
 
@@ -170,6 +170,23 @@ def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
     n = check.count("number of samples n", n)
     check.nonnegative("noise_std", noise_std, scalar=True)
     return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
+
+
+def sample_scores_and_normals(key, model: str, nu, L, n: int, n_normals: int, noise_std=0.0):
+    """:func:`sample_scores` from the first of ``split(key, 1 + n_normals)`` and, from each other key, an array of
+    iid N(0, 1) of the scores' shape (n, L_max): ``(Scores, (xi_1, ..., xi_n_normals))``, one compiled program."""
+    nu = check_model(model, nu)
+    law = length_law(L)
+    n = check.count("number of samples n", n)
+    check.nonnegative("noise_std", noise_std, scalar=True)
+    return _scores_and_normals(key, *_flags(model, nu), _length_probs(law), int(n), noise_std, int(n_normals))
+
+
+@partial(programs.jit, static_argnames=("n", "n_normals"))
+def _scores_and_normals(key, is_spiked, nu_is_inf, nu, probs, n, noise_std, n_normals):
+    ks, *kn = jax.random.split(key, 1 + n_normals)
+    s = _sample_scores.plain(ks, is_spiked, nu_is_inf, nu, probs, n, noise_std)
+    return s, tuple(jax.random.normal(k, s.chi.shape) for k in kn)
 
 
 @partial(programs.jit, static_argnames=("n",))

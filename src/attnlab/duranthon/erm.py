@@ -67,6 +67,7 @@ class ERMOverlaps:
 
 def erm_overlaps(k, v, k_star, v_star) -> ERMOverlaps:
     """The seven overlaps ``(k.k*, k.k, v.v*, v.v, k.v*, v.k*, k.v)/D`` of the student (k, v)."""
+    k, v, k_star, v_star = (np.asarray(x, dtype=np.float64) for x in (k, v, k_star, v_star))
     D = k.shape[-1]
     vals = (k @ k_star, k @ k, v @ v_star, v @ v, k @ v_star, v @ k_star, k @ v)
     return ERMOverlaps(*(float(x) / D for x in vals))
@@ -195,15 +196,16 @@ def fresh_test_error(key, act: Activation, k, v, k_star, v_star, model: str, nu,
     """Test error ``E[(y - f(X))^2]`` of the predictor (k, v) on a fresh set of ``n`` sequences drawn in R^D (in
     chunks of ``chunk`` sequences, one compiled loop over the chunks): (mean, SE)."""
     nu = check_model(model, nu)
-    keys = jax.random.split(key, max(1, math.ceil(n / chunk)))
     k, v, k_star, v_star = jax.device_put(tuple(np.asarray(x) for x in (k, v, k_star, v_star)))  # as jnp.asarray
-    vals = _test_squared_errors(keys, act, k, v, k_star, v_star,
+    vals = _test_squared_errors(key, max(1, math.ceil(n / chunk)), act, k, v, k_star, v_star,
                                 *_flags(model, nu), _length_probs(length_law(L)), int(chunk), noise_std)
     return mean_se(vals)
 
 
-@partial(programs.jit, static_argnames=("act", "chunk"))
-def _test_squared_errors(keys, act, k, v, k_star, v_star, is_spiked, nu_is_inf, nu, probs, chunk, noise_std):
+@partial(programs.jit, static_argnames=("n_chunks", "act", "chunk"))
+def _test_squared_errors(key, n_chunks, act, k, v, k_star, v_star, is_spiked, nu_is_inf, nu, probs, chunk,
+                         noise_std):
+    """The squared errors of ``n_chunks`` chunks of ``chunk`` fresh sequences, chunk i from ``split(key)[i]``."""
     D = k_star.shape[-1]
 
     def one(key_i):
@@ -211,4 +213,4 @@ def _test_squared_errors(keys, act, k, v, k_star, v_star, is_spiked, nu_is_inf, 
         f = jnp.sum(act(b.X @ k / math.sqrt(D), b.mask) * (b.X @ v / math.sqrt(D)), axis=-1)
         return (b.y - f) ** 2
 
-    return jax.lax.map(one, keys).reshape(-1)
+    return jax.lax.map(one, jax.random.split(key, n_chunks)).reshape(-1)

@@ -37,7 +37,7 @@ import numpy as np
 
 from attnlab import programs
 from attnlab.duranthon.activations import Activation, activation
-from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores
+from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores, sample_scores_and_normals
 from attnlab.registry import mean_se
 
 __all__ = ["softmax_pair_risk", "bayes_risk_quad", "bayes_risk_mc", "bayes_risk_is", "expected_max_gaussian", "mu_max",
@@ -99,7 +99,7 @@ def bayes_risk_quad(model: str, nu, L, noise_std: float = 0.0) -> float:
     return noise_std**2 + sum(p * per_L[v] for v, p in zip(law.values, law.probs))
 
 
-@jax.jit
+@programs.jit
 def _softmax_sq_norm(c, c_is_inf, chi, mask):
     p = jax.nn.softmax(jnp.where(mask, jnp.where(c_is_inf, 0.0, c) * chi, -jnp.inf), axis=-1)
     return jnp.where(c_is_inf, 1.0, jnp.sum(jnp.where(mask, p, 0.0) ** 2, axis=-1))
@@ -238,9 +238,8 @@ def _ab(act: Activation, scores: Scores, a, m_k, s_k, c):
 
 
 def _frozen(key, model, nu, L, n):
-    ks, ka = jax.random.split(key)
-    s = sample_scores(ks, model, nu, L, n)
-    return s, jax.random.normal(ka, s.chi.shape)
+    s, (a,) = sample_scores_and_normals(key, model, nu, L, n, 1)
+    return s, a
 
 
 def overlap_risk(key, act: Activation, model: str, nu, L, m_k, q_k, m_v, q_v, n: int, noise_std: float = 0.0):

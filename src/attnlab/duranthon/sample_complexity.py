@@ -38,10 +38,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import jax
 import numpy as np
 import xarray as xr
 
+from attnlab._random import fold_in, split
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.data import sample_sequences, sample_teacher_sqrtD
 from attnlab.duranthon.erm import ERMOverlaps, erm_overlaps, fit_erm, fresh_test_error, informed_start
@@ -217,8 +217,8 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     sim_train, sim_test = np.full((n_a, n_al, n_seeds), np.nan), np.full((n_a, n_al, n_seeds), np.nan)
     sim_conv, sim_status = np.zeros((n_a, n_al, n_seeds), bool), np.full((n_a, n_al, n_seeds), "", dtype=object)
     sizes = np.zeros((n_al, 2), int)
-    k_rep, k_sim, k_risk, k_bayes = jax.random.split(key, 4)
-    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica) for s in range(n_sets)]
+    k_rep, k_sim, k_risk, k_bayes = split(key, 4)
+    sets = [frozen_samples(fold_in(k_rep, s), model, nu, L, n_replica) for s in range(n_sets)]
     total, done = n_a * n_al, 0
     for a, name in enumerate(activations):
         act = activation(name)
@@ -255,7 +255,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
                     o = r.order
                     if r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2:
                         # common random numbers across sets and lambdas: the spread is the sets' error
-                        m, e = overlap_risk(jax.random.fold_in(k_risk, i), act, model, nu, L, o.m_k, o.q_k, o.m_v,
+                        m, e = overlap_risk(fold_in(k_risk, i), act, model, nu, L, o.m_k, o.q_k, o.m_v,
                                             o.q_v, n_risk)
                         test_set[s], mc_se[s] = m, e
                 by_g.append((rs, test_set, mc_se))
@@ -271,7 +271,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
             lam_opt[a, i] = pairs[g]
             lam_grid_best[a, i] = pairs[best][0] if best is not None else np.nan
             if lam_optimal:
-                k_i = jax.random.fold_in(k_risk, i)
+                k_i = fold_in(k_risk, i)
                 opt = _optimal_lambda(act, model, nu, L, alpha, sets, [p[0] for p in pairs], by_g, eligible, k_i,
                                       n_risk, tol)
                 lam_star[a, i], lam_star_der[a, i], lam_star_evals[a, i] = opt.lam, opt.derivative, opt.evaluations
@@ -298,8 +298,7 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
             N = max(2, int(round(alpha * D)))
             sizes[i] = (D, N)
             for seed in range(n_seeds):
-                ks = jax.random.fold_in(k_sim, 1000 * i + seed)
-                kt, kd, kf = jax.random.split(ks, 3)
+                kt, kd, kf = split(fold_in(k_sim, 1000 * i + seed), 3)
                 k_star, v_star = sample_teacher_sqrtD(kt, D)
                 b = sample_sequences(kd, k_star, v_star, model, nu, L, N)
                 e = fit_erm(act, b.X, b.mask, b.y, lk, lv, *informed_start(k_star, v_star, model, nu, scale=c0))
@@ -318,16 +317,16 @@ def theory_vs_simulation(key, model: str, nu, L, alphas, lam_k: float, lam_v: fl
     bo_excess, bo_excess_se = np.full(n_al, np.nan), np.full(n_al, np.nan)
     bo_res, bo_conv = np.full(n_al, np.nan), np.zeros(n_al, bool)
     if model == "spiked" or math.isinf(nu):  # BO equations: spiked-SLR, and max-SLR at nu = inf
-        bo_set = frozen_samples(jax.random.fold_in(k_bayes, 1), model, nu, L, n_bo)
+        bo_set = frozen_samples(fold_in(k_bayes, 1), model, nu, L, n_bo)
         q0 = (0.5, 0.5)
         for i, alpha in enumerate(alphas):
             r = solve_bayes_optimal(alpha, nu, bo_set, init=q0, model=model)
             bo[i], bo_res[i], bo_conv[i] = (r.q_k, r.q_v), r.residual, r.converged
             if r.converged:
                 q0 = (r.q_k, r.q_v)
-                bo_test[i], bo_se[i] = bayes_optimal_test_error(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
+                bo_test[i], bo_se[i] = bayes_optimal_test_error(fold_in(k_bayes, 2), nu, L, r.q_k,
                                                                 r.q_v, n_risk, model=model)
-                bo_excess[i], bo_excess_se[i] = bayes_optimal_excess(jax.random.fold_in(k_bayes, 2), nu, L, r.q_k,
+                bo_excess[i], bo_excess_se[i] = bayes_optimal_excess(fold_in(k_bayes, 2), nu, L, r.q_k,
                                                                      r.q_v, n_risk, model=model)
     u = {"units": "1"}
     data = {
@@ -437,8 +436,8 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
     sim_obj, sim_train, sim_test = (np.full((n_al, n_l, 2, n_seeds), np.nan) for _ in range(3))
     sim_conv, sim_status = np.zeros((n_al, n_l, 2, n_seeds), bool), np.full((n_al, n_l, 2, n_seeds), "", dtype=object)
     sizes = np.zeros((n_al, 2), int)
-    k_rep, k_sim, k_risk = jax.random.split(key, 3)
-    sets = [frozen_samples(jax.random.fold_in(k_rep, s), model, nu, L, n_replica, qmc=qmc) for s in range(n_sets)]
+    k_rep, k_sim, k_risk = split(key, 3)
+    sets = [frozen_samples(fold_in(k_rep, s), model, nu, L, n_replica, qmc=qmc) for s in range(n_sets)]
     c0 = informed_scale if informed_scale is not None else (math.sqrt(nu) if model == "spiked" else nu)
     total, done = n_al * (n_j * n_b * n_sets + 1), 0
     for i, alpha in enumerate(alphas):
@@ -467,7 +466,7 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
                         x, chi, track = (tuple(r.order), r.chi, r.track) if r.converged else (None, None, None)
                         if r.converged:
                             o = r.order
-                            test[idx], test_se[idx] = overlap_risk(jax.random.fold_in(k_risk, 100 * i + m), act,
+                            test[idx], test_se[idx] = overlap_risk(fold_in(k_risk, 100 * i + m), act,
                                                                    model, nu, L, o.m_k, max(o.q_k, o.m_k**2), o.m_v,
                                                                    max(o.q_v, o.m_v**2), n_risk)
                     done += 1
@@ -477,7 +476,7 @@ def low_snr_diagnostics(key, model: str, nu, L, alphas, lams, activation_name: s
         N = max(2, int(round(alpha * D)))
         sizes[i] = (D, N)
         for seed in range(n_seeds):
-            kt, kd, kf, kr = jax.random.split(jax.random.fold_in(k_sim, 1000 * i + seed), 4)
+            kt, kd, kf, kr = split(fold_in(k_sim, 1000 * i + seed), 4)
             k_star, v_star = sample_teacher_sqrtD(kt, D)
             bt = sample_sequences(kd, k_star, v_star, model, nu, L, N)
             inits = (informed_start(k_star, v_star, model, nu, scale=c0), random_start(kr, D))

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
 from attnlab.duranthon.data import check_model, sample_scores
 from attnlab.duranthon.replica.anderson import fixed_point
 from attnlab.duranthon.replica.samples import FrozenSamples
@@ -28,7 +29,7 @@ def _bo_fields(q, noise_var, samples: FrozenSamples):
     return om_k, om_v, noise_var + 1.0 - q_v
 
 
-@jax.jit
+@programs.jit
 def _bo_hats(q, alpha, sqrt_nu, noise_var, samples: FrozenSamples):
     r"""q_hat_a = alpha E[sum_l (g^a_l)^2] over the frozen samples (teacher-centric: omega = q h* + sqrt(q - q^2) xi),
     one compiled program (eager, each operation of an iteration would be one)."""
@@ -80,7 +81,7 @@ def _bo_channel_max(q, noise_var, samples: FrozenSamples):
     return jax.vmap(one)(om_k, om_v, samples.y, samples.mask)
 
 
-@jax.jit
+@programs.jit
 def _bo_hats_max(q, alpha, noise_var, samples: FrozenSamples):
     g_k, g_v = _bo_channel_max(q, noise_var, samples)
     return alpha * jnp.stack([jnp.mean(jnp.sum(g_k**2, -1)), jnp.mean(jnp.sum(g_v**2, -1))])
@@ -159,9 +160,9 @@ def solve_bayes_optimal(alpha: float, nu: float, samples: FrozenSamples, noise_s
 
     def F(q):
         if model == "max":
-            h = np.asarray(_bo_hats_max(jnp.asarray(q), alpha, noise_var, samples))
+            h = np.asarray(_bo_hats_max(np.asarray(q, dtype=np.float64), alpha, noise_var, samples))
         else:
-            h = np.asarray(_bo_hats(jnp.asarray(q), alpha, math.sqrt(nu), noise_var, samples))
+            h = np.asarray(_bo_hats(np.asarray(q, dtype=np.float64), alpha, math.sqrt(nu), noise_var, samples))
         return BOValue(h / (1.0 + h), h)
 
     def feasible(q):
@@ -223,7 +224,7 @@ def _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model):
     return _bo_spiked_values(kx, s.chi, s.mask, q_k, s_k, math.sqrt(nu), 1.0 + noise_std**2, q_v), s
 
 
-@jax.jit
+@programs.jit
 def _bo_spiked_values(key, chi, mask, q_k, s_k, sqrt_nu, second_moment, q_v):
     """``E y^2 - q_v |softmax(sqrt(nu) omega^k)|^2`` per sample, ``omega^k = q_k chi* + s_k xi`` (one compiled
     program; eager, each operation would be one)."""

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.duranthon.data import check_model, length_law, sample_scores
+from attnlab.duranthon.data import check_model, length_law, sample_scores_and_normals
 
 __all__ = ["FrozenSamples", "frozen_samples"]
 
@@ -42,10 +42,8 @@ def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0, qmc: 
     (:func:`attnlab.duranthon.data.sample_scores`); n a power of 2 keeps the Sobol balance properties."""
     nu = check_model(model, nu)
     if not qmc:
-        ks, k1, k2 = jax.random.split(key, 3)
-        s = sample_scores(ks, model, nu, L, n, noise_std)
-        return FrozenSamples(s.chi, s.zeta, s.y, s.mask, jax.random.normal(k1, s.chi.shape),
-                             jax.random.normal(k2, s.chi.shape))
+        s, (xi_k, xi_v) = sample_scores_and_normals(key, model, nu, L, n, 2, noise_std)
+        return FrozenSamples(s.chi, s.zeta, s.y, s.mask, xi_k, xi_v)
     from scipy.special import ndtri
     from scipy.stats import qmc as sqmc
 
