@@ -10,7 +10,8 @@ import pytest
 import scipy.stats as st
 from jax.extend.random import threefry_2x32
 
-from attnlab._random import cos_sin_2pi, fold_in, normal, split, threefry2x32, uniform
+from attnlab._random import cos_sin_2pi, fold_in, key, normal, split, threefry2x32, uniform
+from attnlab.config import MAX_SEED
 from attnlab.sakai.sampler import empirical_gram
 
 ALPHA = 1e-3
@@ -83,14 +84,20 @@ def test_empirical_gram_is_x_xt_over_n():
     assert np.allclose(np.asarray(empirical_gram(jnp.asarray(X))), X @ np.swapaxes(X, -1, -2) / 37, rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("seed", [0, 7, 2**31, 2**32 + 5, MAX_SEED])
+def test_key_gives_jaxs_key_for_every_root_seed(seed):
+    """The saved program's key is ``jax.random.key(seed)`` over the whole seed range (both 32-bit words); control:
+    the next seed's key differs."""
+    np.testing.assert_array_equal(jax.random.key_data(key(seed)), jax.random.key_data(jax.random.key(seed)))
+    assert not np.array_equal(jax.random.key_data(key(seed)), jax.random.key_data(jax.random.key(seed - 1 if seed else 1)))
+
+
 def test_split_and_fold_in_give_jaxs_keys():
     """The saved key programs derive JAX's keys, as a tuple for split; control: another fold-in datum differs."""
-    key = jax.random.key(21)
-    parts = split(key, 3)
+    k = jax.random.key(21)
+    parts = split(k, 3)
     assert isinstance(parts, tuple) and len(parts) == 3
-    for a, b in zip(parts, jax.random.split(key, 3)):
+    for a, b in zip(parts, jax.random.split(k, 3)):
         np.testing.assert_array_equal(jax.random.key_data(a), jax.random.key_data(b))
-    np.testing.assert_array_equal(jax.random.key_data(fold_in(key, 1007)),
-                                  jax.random.key_data(jax.random.fold_in(key, 1007)))
-    assert not np.array_equal(jax.random.key_data(fold_in(key, 1008)),
-                              jax.random.key_data(jax.random.fold_in(key, 1007)))
+    np.testing.assert_array_equal(jax.random.key_data(fold_in(k, 1007)), jax.random.key_data(jax.random.fold_in(k, 1007)))
+    assert not np.array_equal(jax.random.key_data(fold_in(k, 1008)), jax.random.key_data(jax.random.fold_in(k, 1007)))

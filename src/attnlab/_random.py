@@ -35,7 +35,14 @@ import numpy as np
 
 from attnlab import programs
 
-__all__ = ["split", "fold_in", "threefry2x32", "uniform", "normal", "cos_sin_2pi", "chi2", "bartlett"]
+__all__ = ["key", "split", "fold_in", "jax_normal", "threefry2x32", "uniform", "normal", "cos_sin_2pi", "chi2", "bartlett"]
+
+
+@programs.jit
+def key(seed):
+    """``jax.random.key(seed)``, one saved program (see :func:`split`; eager, the seed's conversion and the key's
+    derivation are programs of their own)."""
+    return jax.random.key(seed)
 
 
 @partial(programs.jit, static_argnames=("num",))
@@ -50,6 +57,12 @@ def split(key, num: int = 2):
 def fold_in(key, data):
     """``jax.random.fold_in(key, data)``, one saved program (see :func:`split`)."""
     return jax.random.fold_in(key, data)
+
+
+@partial(programs.jit, static_argnames=("shape",))
+def jax_normal(key, shape: tuple[int, ...]):
+    """``jax.random.normal(key, shape)`` (JAX's draws, not :func:`normal`'s), one saved program (see :func:`split`)."""
+    return jax.random.normal(key, shape)
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 

@@ -52,8 +52,7 @@ def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progre
     """Run ``preset`` with ``config`` from ``jax.random.key(seed)`` inside :func:`attnlab.runtime.x64`, and
     summarise it. Writes nothing. A preset whose prerequisite is unmet (:func:`attnlab.registry.unmet`) raises a
     one-line :class:`~attnlab.errors.AttnlabError`."""
-    import jax
-
+    from attnlab import _random
     from attnlab.errors import AttnlabError
 
     reason = registry.unmet(preset, config)
@@ -63,7 +62,7 @@ def execute(preset: registry.Preset, config: ExperimentConfig, seed: int, progre
     impl = implementations(preset, config)
     with runtime.x64(), runtime.xarray_without_dask(), preload.ahead(preset.name, config.model_dump_json()):
         t0 = time.perf_counter()
-        ds = preset.run(config, jax.random.key(seed), progress)
+        ds = preset.run(config, _random.key(seed), progress)
         metrics, checks = preset.summarize(ds, config)
         elapsed = time.perf_counter() - t0
     ds.attrs.update(preset=preset.name, paper=preset.paper, citation=preset.citation, figure=preset.figure,

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import programs
+from attnlab._random import jax_normal, split
 from attnlab.duranthon.activations import Activation
 from attnlab.duranthon.data import (
     _flags,
@@ -157,8 +158,8 @@ def informed_start(k_star, v_star, model: str, nu, scale: float | None = None):
 
 def random_start(key, D: int):
     """A random start: Gaussian k, v rescaled to |k|^2 = |v|^2 = D."""
-    kk, kv = jax.random.split(key)
-    k, v = np.asarray(jax.random.normal(kk, (D,))), np.asarray(jax.random.normal(kv, (D,)))
+    kk, kv = split(key)
+    k, v = np.asarray(jax_normal(kk, (D,))), np.asarray(jax_normal(kv, (D,)))
     return k * math.sqrt(D) / np.linalg.norm(k), v * math.sqrt(D) / np.linalg.norm(v)
 
 

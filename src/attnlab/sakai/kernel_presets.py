@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-import jax
 import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab._random import fold_in, jax_normal, split
 from attnlab.config import ExperimentConfig
 from attnlab.registry import Check, Preset, register
 from attnlab.sakai import distances as dist
@@ -95,10 +95,10 @@ def sequences(key, kind: str, m: int, s: int, d: int) -> np.ndarray:
     single-location regression law of :func:`attnlab.slr.data.sample_tokens` (Marion et al.): one token at a uniform
     location drawn from ``N(sqrt(d/2) k*, I/2)``, the others N(0, I_d) (every token then has E|u|^2/d = 1)."""
     if kind == "gaussian":
-        return np.asarray(jax.random.normal(key, (m, s, d)))
+        return np.asarray(jax_normal(key, (m, s, d)))
     from attnlab.slr.data import sample_teacher, sample_tokens
 
-    kt, kx = jax.random.split(key)
+    kt, kx = split(key)
     k_star, v_star = sample_teacher(kt, d)
     return np.asarray(sample_tokens(kx, k_star, v_star, m, s, math.sqrt(0.5), 0.0, math.sqrt(d / 2.0)).X)
 
@@ -108,7 +108,7 @@ def projections(m: int, s: int, key) -> np.ndarray:
     pooling, i.e. 1/n scaling); tokens (0, 0) - (1, 0); a random direction."""
     M = m * s
     e = np.eye(M)
-    r = np.asarray(jax.random.normal(key, (M,)))
+    r = np.asarray(jax_normal(key, (M,)))
     return np.stack([e[0], (e[0] - e[1]) / math.sqrt(2), (e[0] - e[s]) / math.sqrt(2), r / np.linalg.norm(r)])
 
 
@@ -168,7 +168,7 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     """Every quantity of one data set."""
     m, s, d = cfg.n_sequences, cfg.n_tokens, cfg.token_dim
     M = m * s
-    ks = jax.random.split(key, 12)
+    ks = split(key, 12)
     U = sequences(ks[0], kind, m, s, d)
     K0 = token_kernel(U)
     qmc = dict(n_points=cfg.n_points, n_replicates=cfg.n_replicates)
@@ -187,7 +187,7 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
                                                          max_heads=_padded_heads(N, H_max), scaling=scaling)
     cov, cov_se, widest = [], [], None
     for i, n in enumerate(cfg.widths):
-        Yf, C = net(jax.random.fold_in(ks[3], i), n, cfg.n_heads)
+        Yf, C = net(fold_in(ks[3], i), n, cfg.n_heads)
         a, b = _mean_se(C)
         cov.append(a)
         cov_se.append(b)
@@ -197,8 +197,8 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     lim_cov, lim_cov_se, kurt_lim, kurt_lim_se, kurt_fin, kurt_fin_se, ks_mix, ks_y, ks_mix_ctl = ([] for _ in range(9))
     v_lim, v_fin = {}, {}
     for i, H in enumerate(cfg.heads):
-        Yf, Cf = net(jax.random.fold_in(ks[4], i), cfg.law_width, H)
-        Yl, Cl = sample_joint_limit(jax.random.fold_in(ks[5], i), K0, n_tokens=s, n_heads=H, n_samples=cfg.n_limit,
+        Yf, Cf = net(fold_in(ks[4], i), cfg.law_width, H)
+        Yl, Cl = sample_joint_limit(fold_in(ks[5], i), K0, n_tokens=s, n_heads=H, n_samples=cfg.n_limit,
                                     max_heads=_padded_heads(cfg.n_limit, H_max))
         Cf, Cl = np.asarray(Cf), np.asarray(Cl)
         Yf, Yl = np.asarray(Yf).reshape(N, M), np.asarray(Yl).reshape(cfg.n_limit, M)
@@ -238,10 +238,10 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     lim, fin = [_Draws(W) for _ in Hs], _Draws(W)
     for r in range(cfg.stack_rounds):
         for i, H in enumerate(Hs):
-            kr = jax.random.fold_in(ks[6], i) if r == 0 else jax.random.fold_in(jax.random.fold_in(ks[6], i), r)
+            kr = fold_in(ks[6], i) if r == 0 else fold_in(fold_in(ks[6], i), r)
             lim[i].add(sample_joint_limit(kr, K0, n_tokens=s, n_heads=H, layers=STACK, n_samples=cfg.n_stack,
                                           max_heads=_padded_heads(cfg.n_stack, max(Hs)))[1])
-        fin.add(sample_network(ks[7] if r == 0 else jax.random.fold_in(ks[7], r), U, n=n_max, n_heads=cfg.n_heads,
+        fin.add(sample_network(ks[7] if r == 0 else fold_in(ks[7], r), U, n=n_max, n_heads=cfg.n_heads,
                                layers=STACK, n_samples=cfg.n_stack)[1])
         h1, h1_se = lim[Hs.index(1)].mean_se()
         fs, fs_se = fin.mean_se()
@@ -275,7 +275,7 @@ def _dataset(key, cfg: KernelConfig, kind: str, W) -> dict:
     Yl, _ = sample_joint_limit(ks[11], K0, n_tokens=s, n_heads=H_ref, n_samples=cfg.n_limit,
                                max_heads=_padded_heads(cfg.n_limit, H_max))
     lam, V = np.linalg.eigh(k1_lin.mean)
-    g = np.asarray(jax.random.normal(jax.random.fold_in(ks[11], 1), (cfg.n_limit, M)))
+    g = np.asarray(jax_normal(fold_in(ks[11], 1), (cfg.n_limit, M)))
     plin = (g @ (V * np.sqrt(np.maximum(lam, 0.0))).T @ W.T).T
     pl = (np.asarray(Yl).reshape(cfg.n_limit, M) @ W.T).T
     out.update(reference_law_ks=dist.ks_w1_rows(pb, pl)[0], reference_law_ks_control=dist.ks_w1_rows(pb, plin)[0])
@@ -289,7 +289,7 @@ def _single(key, cfg: KernelConfig) -> dict:
     """One sequence (m = 1, Sigma = I, as the paper's clip inputs): the kernel against the quadrature of
     :func:`attnlab.sakai.limit.limit_moments`, and the joint sampler against :func:`sample_limit_tokens` (H = 1)."""
     s = cfg.n_tokens
-    k1, k2, k3, k4 = jax.random.split(key, 4)
+    k1, k2, k3, k4 = split(key, 4)
     kern = attention_kernel(np.eye(s), key=k1, n_tokens=s, n_points=cfg.n_points, n_replicates=cfg.n_replicates)
     quad = limit_moments(s, "clip", 1)["second_moment"] if s <= 5 else math.nan
     N = cfg.n_limit
@@ -307,12 +307,12 @@ def _single(key, cfg: KernelConfig) -> dict:
 
 
 def run(cfg: KernelConfig, key, progress=None) -> xr.Dataset:
-    k_data, k_w, k_single = jax.random.split(key, 3)
+    k_data, k_w, k_single = split(key, 3)
     m, s, M = cfg.n_sequences, cfg.n_tokens, cfg.n_sequences * cfg.n_tokens
     W = projections(m, s, k_w)
     parts = []
     for i, kind in enumerate(cfg.datasets):
-        parts.append(_dataset(jax.random.fold_in(k_data, i), cfg, kind, W))
+        parts.append(_dataset(fold_in(k_data, i), cfg, kind, W))
         if progress is not None:
             progress(i + 1, len(cfg.datasets) + 1)
     single = _single(k_single, cfg)

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
 from attnlab.duranthon.data import check_model, length_law, sample_scores_and_normals
 
 __all__ = ["FrozenSamples", "frozen_samples"]
@@ -31,6 +32,12 @@ class FrozenSamples(NamedTuple):
     xi_v: jax.Array
 
 
+@programs.jit
+def _sobol_seed(key):
+    """The Sobol scrambling's seed drawn from ``key``: an integer in [0, 2^31 - 1)."""
+    return jax.random.randint(key, (), 0, 2**31 - 1)
+
+
 def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0, qmc: bool = False) -> FrozenSamples:
     """Teacher fields, labels and the two Gaussian noises of the channel, drawn once (common random numbers).
 
@@ -49,7 +56,7 @@ def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0, qmc: 
 
     law = length_law(L)
     Lm = law.L_max
-    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    seed = int(_sobol_seed(key))
     u = sqmc.Sobol(4 * Lm + 3, scramble=True, seed=seed).random(n)
     u = np.clip(u, 1e-16, 1 - 1e-16)
     g = ndtri(u[:, : 4 * Lm + 1])
@@ -73,7 +80,7 @@ def frozen_samples(key, model: str, nu, L, n: int, noise_std: float = 0.0, qmc: 
     chi = base + (math.sqrt(nu) if model == "spiked" else 0.0) * onehot
     chi, zeta = np.where(mask, chi, 0.0), np.where(mask, zeta, 0.0)
     y = np.sum(np.where(onehot, zeta, 0.0), axis=1) + noise_std * noise
-    return FrozenSamples(*(jnp.asarray(a) for a in (chi, zeta, y, mask, xi_k, xi_v)))
+    return FrozenSamples(*jax.device_put(tuple(np.ascontiguousarray(a) for a in (chi, zeta, y, mask, xi_k, xi_v))))
 
 
 def _omegas(order, samples: FrozenSamples, xp=jnp):
