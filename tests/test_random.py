@@ -10,7 +10,7 @@ import pytest
 import scipy.stats as st
 from jax.extend.random import threefry_2x32
 
-from attnlab._random import cos_sin_2pi, fold_in, key, normal, split, threefry2x32, uniform
+from attnlab._random import cos_sin_2pi, fold_in, jax_normal, key, key_words, normal, split, threefry2x32, uniform
 from attnlab.config import MAX_SEED
 from attnlab.sakai.sampler import empirical_gram
 
@@ -101,3 +101,11 @@ def test_split_and_fold_in_give_jaxs_keys():
         np.testing.assert_array_equal(jax.random.key_data(a), jax.random.key_data(b))
     np.testing.assert_array_equal(jax.random.key_data(fold_in(k, 1007)), jax.random.key_data(jax.random.fold_in(k, 1007)))
     assert not np.array_equal(jax.random.key_data(fold_in(k, 1008)), jax.random.key_data(jax.random.fold_in(k, 1007)))
+
+
+def test_jax_normal_and_key_words_are_jaxs_draws():
+    """The saved programs draw what jax.random.normal and jax.random.bits draw; control: another key's draws."""
+    k, other = jax.random.key(5), jax.random.key(6)
+    np.testing.assert_array_equal(np.asarray(jax_normal(k, (3, 4))), np.asarray(jax.random.normal(k, (3, 4))))
+    np.testing.assert_array_equal(np.asarray(key_words(k)), np.asarray(jax.random.bits(k, (2,), jnp.uint32)))
+    assert not np.array_equal(np.asarray(jax_normal(other, (3, 4))), np.asarray(jax.random.normal(k, (3, 4))))

@@ -35,7 +35,8 @@ import numpy as np
 
 from attnlab import programs
 
-__all__ = ["key", "split", "fold_in", "jax_normal", "threefry2x32", "uniform", "normal", "cos_sin_2pi", "chi2", "bartlett"]
+__all__ = ["key", "split", "fold_in", "jax_normal", "key_words", "threefry2x32", "uniform", "normal", "cos_sin_2pi",
+           "chi2", "bartlett"]
 
 
 @programs.jit
@@ -57,6 +58,13 @@ def split(key, num: int = 2):
 def fold_in(key, data):
     """``jax.random.fold_in(key, data)``, one saved program (see :func:`split`)."""
     return jax.random.fold_in(key, data)
+
+
+@programs.jit
+def key_words(key):
+    """``jax.random.bits(key, (2,), uint32)``: two 32-bit words drawn from ``key`` (the seed of a C kernel's
+    streams, of :func:`uniform`'s blocks), one saved program (see :func:`split`)."""
+    return jax.random.bits(key, (2,), jnp.uint32)
 
 
 @partial(programs.jit, static_argnames=("shape",))

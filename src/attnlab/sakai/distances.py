@@ -60,7 +60,7 @@ def kde(x, grid, block: int = 8192):
     return acc / (N * bw * math.sqrt(2 * math.pi))
 
 
-@jax.jit
+@programs.jit
 def _discrete_kl(p, q):
     """scipy.stats.entropy(p, q): both renormalised to sum 1."""
     p, q = p / jnp.sum(p), q / jnp.sum(q)
@@ -86,7 +86,7 @@ def _ks_w1_weighted(zs, is_x, wx, wy):
     return jnp.max(gap), jnp.sum(gap[:-1] * jnp.diff(zs))
 
 
-@jax.jit
+@programs.jit
 def ks_w1(x, y):
     """Two-sample Kolmogorov-Smirnov statistic and 1-Wasserstein distance ``(ks, w1)`` (exact, via sorting)."""
     zs, is_x = _pooled(x, y)
@@ -123,7 +123,7 @@ def ks_w1_rows(x, y):
     return out[:, 0], out[:, 1]
 
 
-@functools.partial(jax.jit, static_argnames=("n_boot",))
+@functools.partial(programs.jit, static_argnames=("n_boot",))
 def bootstrap_ks_w1(key, x, y, n_boot: int = 200):
     """Poisson-bootstrap replicates of ``(ks, w1)``, each (n_boot,): every network gets an independent Poisson(1)
     weight (:func:`poisson1`) and a replicate is the KS statistic and W1 of the two weighted empirical laws on the

@@ -107,10 +107,9 @@ def use_native(method: str, applies: bool, needs: str) -> bool:
 def seed_from_key(key) -> int:
     """The 64-bit seed of the kernels' streams for a JAX key: its first two 32-bit words (as attnlab._random keys its
     Threefry blocks), so a key still fixes every number."""
-    import jax
-    import jax.numpy as jnp
+    from attnlab._random import key_words
 
-    k0, k1 = (int(w) for w in np.asarray(jax.random.bits(key, (2,), jnp.uint32)))
+    k0, k1 = (int(w) for w in np.asarray(key_words(key)))
     return (k0 << 32) | k1
 
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
 from attnlab import native as _build
+from attnlab import programs
+from attnlab._random import fold_in, jax_normal, split
 from attnlab.registry import Preset, deferred, register
 from attnlab.sakai import distances as dist
 from attnlab.sakai import native as width_native
@@ -54,7 +55,7 @@ def _moments(y, v):
             "excess_kurtosis_rb": k_rb, "excess_kurtosis_rb_se": float(np.sqrt(grad @ cov @ grad))}
 
 
-@jax.jit
+@programs.jit
 def _kde_stack(rows, grid):
     return jax.lax.map(lambda x: dist.kde(x, grid), rows)
 
@@ -85,7 +86,7 @@ def _bootstrap(key, x, y, n_boot: int, impl: str):
     bootstrap_ks_w1`."""
     if impl == "native":
         return np.stack(width_native.bootstrap_ks_w1(width_native.seed_from_key(key), x, y, n_boot))
-    return np.asarray(dist.bootstrap_ks_w1(key, jnp.asarray(x), jnp.asarray(y), n_boot))
+    return np.asarray(dist.bootstrap_ks_w1(key, np.asarray(x), np.asarray(y), n_boot))
 
 
 def _kde_rows(rows, grid, impl: str):
@@ -94,7 +95,7 @@ def _kde_rows(rows, grid, impl: str):
     :func:`attnlab.sakai.distances.kde`, which it matches to a relative 1e-12)."""
     if impl == "native":
         return width_native.kde_rows(rows, grid)
-    return np.asarray(_kde_stack(jnp.asarray(rows), jnp.asarray(grid)))
+    return np.asarray(_kde_stack(np.asarray(rows), np.asarray(grid)))
 
 
 def _ks_w1_rows(a, b, impl: str):
@@ -177,7 +178,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     heads = sorted({H for _, _, H in configs})
     n_steps = 2 * len(heads) + 3 + len(configs)  # per H: draws, reference; KDE; KS/W1; a bootstrap per config; RB
     tick = (lambda i: progress(i, n_steps)) if progress is not None else (lambda i: None)
-    k_fin, k_ref, k_boot, k_gauss, k_ref_exact = jax.random.split(key, 5)
+    k_fin, k_ref, k_boot, k_gauss, k_ref_exact = split(key, 5)
     S, N = cfg.n_seeds, cfg.n_samples
     y_fin = np.zeros((len(configs), S, N))
     v_fin = np.zeros_like(y_fin)
@@ -197,21 +198,21 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
         if padded:
             ys, vs = draws[H]
         else:
-            ys, vs = _draw(jax.random.fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref, impl, not apart)
+            ys, vs = _draw(fold_in(k_fin, H), cfg, H, plan[H][0], plan[H][1], d_ref, impl, not apart)
         y_fin[idx], v_fin[idx] = ys[:len(idx)], vs[:len(idx)]
-        ref_exact[H] = (_reference_exact(jax.random.fold_in(k_ref_exact, H), cfg, H, d_ref, impl) if apart
+        ref_exact[H] = (_reference_exact(fold_in(k_ref_exact, H), cfg, H, d_ref, impl) if apart
                         else ys[len(idx)].ravel())
         lim[H] = (ys[-2], vs[-2], ys[-1], vs[-1])
         tick(2 * i + 1)
-        refs.append(_reference_check(jax.random.fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], ref_heads(H), impl))
+        refs.append(_reference_check(fold_in(k_ref, H), cfg, H, d_ref, ref_exact[H], ref_heads(H), impl))
         tick(2 * i + 2)
     theory = {H: limit_moments(cfg.n_tokens, cfg.input_activation, H) for H in heads}
     # negative controls: the limit law of the other input activation, and of a wrong head count
     other = "relu" if cfg.input_activation == "clip" else "clip"
     wrong_act = {H: limit_moments(cfg.n_tokens, other, H) for H in heads}
     wrong_heads = {H: limit_moments(cfg.n_tokens, cfg.input_activation, 1 if H > 1 else 4) for H in heads}
-    gauss = {H: math.sqrt(theory[H]["second_moment"]) * np.asarray(jax.random.normal(jax.random.fold_in(k_gauss, H),
-                                                                                      (S, N))) for H in heads}
+    gauss = {H: math.sqrt(theory[H]["second_moment"]) * np.asarray(jax_normal(fold_in(k_gauss, H), (S, N)))
+             for H in heads}
     C = len(configs)
     hidx = [heads.index(H) for _, _, H in configs]
     y_lim = np.stack([lim[H][0] for H in heads])  # (heads, seed, sample)
@@ -226,7 +227,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     dens = _kde_rows(rows, grid, impl["distances"])  # one compiled program for every KDE of the experiment
     k_fin_ = dens[:C * S].reshape(C, S, -1)
     k_lim_, k_null, k_gau = dens[C * S:].reshape(3, nh, S, -1)
-    kl = lambda p, q: float(dist._discrete_kl(jnp.asarray(p) + dist.KDE_FLOOR, jnp.asarray(q) + dist.KDE_FLOOR))
+    kl = lambda p, q: float(dist._discrete_kl(np.asarray(p) + dist.KDE_FLOOR, np.asarray(q) + dist.KDE_FLOOR))
     kde_kl = np.array([[kl(k_fin_[c, s], k_lim_[hidx[c], s]) for s in range(S)] for c in range(C)])
     kde_kl_null = np.array([[kl(k_lim_[h, s], k_null[h, s]) for s in range(S)] for h in range(len(heads))])
     kde_kl_gauss = np.array([[kl(k_lim_[h, s], k_gau[h, s]) for s in range(S)] for h in range(len(heads))])
@@ -245,7 +246,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     tick(2 * len(heads) + 2)
     boot = []
     for c in range(C):
-        boot.append(_bootstrap(jax.random.fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot,
+        boot.append(_bootstrap(fold_in(k_boot, c), y_fin[c, 0], y_lim[hidx[c], 0], cfg.n_boot,
                                impl["distances"]))
         tick(2 * len(heads) + 3 + c)
     boot = np.array(boot)
@@ -254,7 +255,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     # Rao-Blackwellised KL of the scale mixtures (seed 0), its floor, and the Gaussian baseline of the limit
     half = 8.0 * math.sqrt(max(theory[H]["second_moment"] for H in heads))
     rb_grid = np.linspace(-half, half, 801)
-    rb = lambda v: np.asarray(dist.rb_density(jnp.asarray(v), jnp.asarray(rb_grid)))
+    rb = lambda v: np.asarray(dist.rb_density(np.asarray(v), rb_grid))
     f_lim = {H: rb(lim[H][1][0]) for H in heads}
     f_null = {H: rb(lim[H][3][0]) for H in heads}
     rb_kl = np.array([dist.kl_quadrature(rb(v_fin[c, 0]), f_lim[configs[c][2]], rb_grid) for c in range(C)])
@@ -270,7 +271,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     mom_fin = [_moments(y_fin[c], v_fin[c]) for c in range(C)]
     mom_lim = [_moments(y_lim[h], v_lim[h]) for h in range(len(heads))]
     # the limit law's density on the plotting grid: the Rao-Blackwellised mixture of seed 0 (no KDE bandwidth)
-    dens_rb = np.stack([np.asarray(dist.rb_density(jnp.asarray(lim[H][1][0]), jnp.asarray(plot_grid)))
+    dens_rb = np.stack([np.asarray(dist.rb_density(np.asarray(lim[H][1][0]), plot_grid))
                         for H in heads])
 
     # the finite-width configurations on their swept quantities: (heads, width) at full rank (every pair of the
@@ -352,7 +353,7 @@ def run(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
 def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     """Figure 2(a): the score G_00 at 1/sqrt(n) and 1/n scaling, exact sampler; reference check at a small width."""
     n = cfg.width[-1]
-    k_ex, k_ref = jax.random.split(key)
+    k_ex, k_ref = split(key)
     N, n_ex_ref = cfg.n_samples * cfg.n_seeds, 5 * cfg.n_reference
     # the width n and the reference width from one compiled program (same sample count, cut afterwards)
     g_sqrt, g_lin = (np.asarray(a) for a in sample_scores_sweep(k_ex, widths=(n, cfg.reference_width),
@@ -363,8 +364,8 @@ def _run_scores(cfg: SakaiConfig, key, progress=None) -> xr.Dataset:
     g_sqrt, g_lin = g_sqrt[0, :N], g_lin[0, :N]
     r_sqrt, _ = sample_reference_scores(k_ref, n=cfg.reference_width, n_tokens=cfg.n_tokens,
                                         activation=cfg.input_activation, n_samples=cfg.n_reference)
-    ks, _ = dist.ks_w1(jnp.asarray(r_sqrt), jnp.asarray(e_sqrt))
-    ks_control, _ = dist.ks_w1(jnp.asarray(r_sqrt), jnp.asarray(e_lin))  # the exact sampler at 1/n scaling
+    ks, _ = dist.ks_w1(np.asarray(r_sqrt), np.asarray(e_sqrt))
+    ks_control, _ = dist.ks_w1(np.asarray(r_sqrt), np.asarray(e_lin))  # the exact sampler at 1/n scaling
     if progress is not None:
         progress(1, 1)
     coords = {"scaling": ("scaling", [0.5, 1.0], {"units": "1", "long_name": "exponent a of the score scaling "
