@@ -14,6 +14,7 @@ import pydantic
 import xarray as xr
 
 from attnlab import programs
+from attnlab._random import fold_in
 from attnlab.config import ExperimentConfig
 from attnlab.dohmatob.flows import field2, field4, integrate, stationary_points_on_M
 from attnlab.dohmatob.meanfield import (
@@ -191,7 +192,7 @@ def run_flow(cfg: FlowConfig, key, progress=None) -> xr.Dataset:
         targets.append([resolving_se(risk[p.mu, p.nu], risk.get((-p.mu, p.nu), np.nan)) if p.mu == 1.0 else np.inf
                         for p in sps])
         j += len(sps)
-    mcs = mc_risk_batches_to_se([jax.random.fold_in(key, li) for li in range(n_links)], o, models, targets, cfg.n_mc)
+    mcs = mc_risk_batches_to_se([fold_in(key, li) for li in range(n_links)], o, models, targets, cfg.n_mc)
     pts_rows, j = [], 0
     for li, (link, sps) in enumerate(zip(cfg.links, points)):
         mc, mc_se, mc_n = (np.asarray(x) for x in mcs[li])

@@ -14,6 +14,8 @@ import pydantic
 import xarray as xr
 
 from attnlab import programs
+from attnlab._random import fold_in
+from attnlab._random import split as split_key
 from attnlab.config import ExperimentConfig
 from attnlab.dohmatob import rgd_native
 from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
@@ -193,7 +195,7 @@ def _rd_tests(keys, u_star, v_star, u, v, cfg: RGDConfig):
 
 
 def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
-    k_data, k_test, k_rd = jax.random.split(key, 3)
+    k_data, k_test, k_rd = split_key(key, 3)
     lam = cfg.beta * math.sqrt(cfg.d)
     links, nl, ns = cfg.links, len(cfg.links), len(STARTS)
     u_star, v_star, X, Y, u_r, v_r, u_m = _prepare_all(jax.random.split(k_data, cfg.n_repeats), cfg)
@@ -242,11 +244,11 @@ def run_rgd_preset(cfg: RGDConfig, key, progress=None) -> xr.Dataset:
     rd, rd_se = _rd_tests(jax.random.split(k_rd, cfg.n_repeats), u_star, v_star, log.u[:, -1], log.v[:, -1], cfg)
 
     # the final iterates' overlaps in the model at d_check: mean field vs Monte Carlo (in-frame, O(n L) per point)
-    k_big = jax.random.fold_in(k_rd, 1)
+    k_big = fold_in(k_rd, 1)
     models_big = [DohmatobModel(cfg.d_check, cfg.L, cfg.beta, cfg.gamma, link) for link in links]
     final = jax.tree.map(lambda x: x[:, -1], o)
     o_fin = [jax.tree.map(lambda x: x.reshape(-1), _runs_of(final, li, ns)) for li in range(nl)]
-    mc = mc_risk_batches([jax.random.fold_in(k_big, li) for li in range(nl)], o_fin, models_big, cfg.n_mc_check)
+    mc = mc_risk_batches([fold_in(k_big, li) for li in range(nl)], o_fin, models_big, cfg.n_mc_check)
     mc_big = np.concatenate([np.asarray(mean).reshape(cfg.n_repeats, ns) for mean, _ in mc], axis=-1)
     mc_big_se = np.concatenate([np.asarray(se).reshape(cfg.n_repeats, ns) for _, se in mc], axis=-1)
     mf_big = _mean_field_risk_links(jax.tree.map(lambda x: x[:, -1:], o), models_big, ns)[:, 0]

@@ -43,6 +43,7 @@ import numpy as np
 import pydantic
 import xarray as xr
 
+from attnlab._random import fold_in, split
 from attnlab.config import ExperimentConfig
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.data import sample_sequences, sample_teacher_sqrtD
@@ -116,13 +117,13 @@ def _replica(name: str, alpha, nu, lam, L, n_replica, n_risk, key):
     from attnlab.duranthon.replica.continuation import continue_in_lambda
 
     act = activation(name)
-    samples = frozen_samples(jax.random.fold_in(key, 0), "spiked", nu, L, n_replica)
+    samples = frozen_samples(fold_in(key, 0), "spiked", nu, L, n_replica)
     c0 = math.sqrt(nu)
     r = continue_in_lambda(act, alpha, lam, lam, samples, (c0, c0 * c0, 1.0, 1.0, 1.0, 1.0))[-1]
     o = r.order
     if not (r.converged and o.q_k >= o.m_k**2 and o.q_v >= o.m_v**2):
         return np.asarray(o), math.nan, math.nan, float(r.at), False
-    m, se = overlap_risk(jax.random.fold_in(key, 1), act, "spiked", nu, L, o.m_k, o.q_k, o.m_v, o.q_v, n_risk)
+    m, se = overlap_risk(fold_in(key, 1), act, "spiked", nu, L, o.m_k, o.q_k, o.m_v, o.q_v, n_risk)
     return np.asarray(o), m, se, float(r.at), True
 
 
@@ -133,11 +134,11 @@ def _one_set(cfg: LandscapeConfig, key, alpha, nu, lam, n_starts: int | None = N
     D = cfg.D
     N = max(2, int(round(alpha * D)))
     n_steps = max(cfg.n_logs, cfg.n_steps // cfg.n_logs * cfg.n_logs)
-    kt, kd, ks, km, kg, kf = jax.random.split(key, 6)
+    kt, kd, ks, km, kg, kf = split(key, 6)
     k_star, v_star = sample_teacher_sqrtD(kt, D)
     b = sample_sequences(kd, k_star, v_star, "spiked", nu, cfg.L, N)
     R = cfg.n_starts if n_starts is None else n_starts
-    starts = [np.concatenate(random_start(jax.random.fold_in(ks, i), D)) for i in range(R)]
+    starts = [np.concatenate(random_start(fold_in(ks, i), D)) for i in range(R)]
     k_m, v_m = vectors_on_manifold(km, k_star, v_star, 0.1, 1.0, 0.1, 1.0)
     # the runs' starts, results and their slices as host arrays: indexing and joining them in NumPy copies them
     # exactly, where eager jnp would compile and load a program per shape
@@ -180,11 +181,11 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
         P, np.nan)
     lin_err, lin_se = np.full(P, np.nan), np.full(P, np.nan)
     drift, drift_se = np.full((P, 2, 3), np.nan), np.full((P, 2, 3), np.nan)
-    k_sets, k_rep, k_drift = jax.random.split(key, 3)
+    k_sets, k_rep, k_drift = split(key, 3)
     total = P * (S + 2)
     for p, (alpha, nu, lam) in enumerate(cfg.points):
         for s in range(S):
-            gd, sgd, classes, labels, err, err_se, obj, g = _one_set(cfg, jax.random.fold_in(k_sets, 1000 * p + s),
+            gd, sgd, classes, labels, err, err_se, obj, g = _one_set(cfg, fold_in(k_sets, 1000 * p + s),
                                                                      alpha, nu, lam)
             traj[p, s] = np.swapaxes(np.asarray(gd.overlaps[:, :R]), 0, 1)
             traj_obj[p, s] = np.asarray(gd.objective[:, :R]).T
@@ -199,23 +200,23 @@ def run(cfg: LandscapeConfig, key, progress=None) -> xr.Dataset:
             if progress is not None:
                 progress(p * (S + 2) + s + 1, total)
         for s in range(S, S_inf):  # more sets for the informed minimum alone: the replica check's SE
-            gd, inf_err[p, s], inf_err_se[p, s] = _one_set(cfg, jax.random.fold_in(k_sets, 1000 * p + s), alpha,
+            gd, inf_err[p, s], inf_err_se[p, s] = _one_set(cfg, fold_in(k_sets, 1000 * p + s), alpha,
                                                            nu, lam, n_starts=0)
             informed[p, s], on_m[p, s] = np.asarray(gd.overlaps[:, 0]), np.asarray(gd.overlaps[:, 1])
             inf_obj[p, s], inf_grad[p, s] = float(gd.objective[-1, 0]), float(gd.grad_norm[0])
         if progress is not None:
             progress(p * (S + 2) + S + 1, total)
-        kp = jax.random.fold_in(k_rep, p)
+        kp = fold_in(k_rep, p)
         rep_order[p], rep_err[p], rep_se[p], rep_at[p], _ = _replica("softmax", alpha, nu, lam, cfg.L, cfg.n_replica,
                                                                      cfg.n_risk, kp)
         _, lin_err[p], lin_se[p], _, _ = _replica("linear", alpha, nu, lam, cfg.L, cfg.n_replica, cfg.n_risk, kp)
         # M's invariance at the informed runs' mean overlaps, on M and moved off it
-        kd = jax.random.fold_in(k_drift, p)
-        k_star, v_star = sample_teacher_sqrtD(jax.random.fold_in(kd, 0), cfg.D)
+        kd = fold_in(k_drift, p)
+        k_star, v_star = sample_teacher_sqrtD(fold_in(kd, 0), cfg.D)
         m = np.mean(informed[p, :, -1], axis=0)
-        k, v = vectors_on_manifold(jax.random.fold_in(kd, 1), k_star, v_star, m[0], max(m[1], m[0] ** 2), m[2],
+        k, v = vectors_on_manifold(fold_in(kd, 1), k_star, v_star, m[0], max(m[1], m[0] ** 2), m[2],
                                    max(m[3], m[2] ** 2))
-        fresh = sample_sequences(jax.random.fold_in(kd, 2), k_star, v_star, "spiked", nu, cfg.L, cfg.n_fresh)
+        fresh = sample_sequences(fold_in(kd, 2), k_star, v_star, "spiked", nu, cfg.L, cfg.n_fresh)
         e = cfg.off_manifold
         for side, (kk, vv) in enumerate(((k, v), (k + e * v_star, v + e * k_star))):
             mu, se = manifold_drift(act, kk, vv, k_star, v_star, fresh.X, fresh.mask, fresh.y)

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import programs
+from attnlab._random import split
 from attnlab.duranthon.activations import Activation, activation
 from attnlab.duranthon.data import Scores, c_nu, check_model, length_law, sample_scores, sample_scores_and_normals
 from attnlab.registry import mean_se
@@ -309,7 +310,7 @@ def optimal_key_scale(key, act: Activation, model: str, nu, L, n: int = 100_000,
     nu = check_model(model, nu)
     if kappa_max <= 0:
         raise ValueError(f"kappa_max must be > 0, got {kappa_max}")
-    k_fit, k_eval = jax.random.split(key)
+    k_fit, k_eval = split(key)
     s, a = _frozen(k_fit, model, nu, L, n)
 
     def neg(kappa, act_):

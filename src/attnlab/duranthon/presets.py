@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import math
 
-import jax
 import numpy as np
 import xarray as xr
 
+from attnlab._random import fold_in
 from attnlab.duranthon.activations import activation
 from attnlab.duranthon.configs import (
     PAPER_LAM_GRID,
@@ -69,7 +69,7 @@ def _bayes(key, model, nu, L, n):
     if model == "spiked":
         return bayes_risk_is(key, nu, L, n)
     if len(length_law(L).values) > 1:  # shared (k, v), c_nu independent of L: the mean of the per-L risks
-        parts = [_bayes(jax.random.fold_in(key, v), model, nu, v, n) for v in length_law(L).values]
+        parts = [_bayes(fold_in(key, v), model, nu, v, n) for v in length_law(L).values]
         p = length_law(L).probs
         return sum(pi * b for pi, (b, _) in zip(p, parts)), math.sqrt(sum((pi * s) ** 2 for pi, (_, s) in zip(p, parts)))
     return bayes_risk_mc(key, model, nu, L, n)
@@ -155,16 +155,16 @@ def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
     for i, model in enumerate(cfg.models):
         for j, L in enumerate(cfg.Ls):
             for m, nu in enumerate(cfg.nus):
-                kk = jax.random.fold_in(key, 1000 * i + 100 * j + m)
-                bayes[i, j, m], bayes_se[i, j, m] = _bayes(jax.random.fold_in(kk, 1), model, nu, L, cfg.n_mc)
-                bayes_mc[i, j, m], bayes_mc_se[i, j, m] = bayes_risk_mc(jax.random.fold_in(kk, 2), model, nu, L,
+                kk = fold_in(key, 1000 * i + 100 * j + m)
+                bayes[i, j, m], bayes_se[i, j, m] = _bayes(fold_in(kk, 1), model, nu, L, cfg.n_mc)
+                bayes_mc[i, j, m], bayes_mc_se[i, j, m] = bayes_risk_mc(fold_in(kk, 2), model, nu, L,
                                                                         cfg.n_mc)
-                lin[i, j, m], lin_se[i, j, m], _ = linear_risk(model, nu, L, key=jax.random.fold_in(kk, 3),
+                lin[i, j, m], lin_se[i, j, m], _ = linear_risk(model, nu, L, key=fold_in(kk, 3),
                                                                n=cfg.n_mc)
                 padded = LengthLaw(tuple(range(1, max(cfg.Ls) + 1)),
                                    tuple(float(v == L) for v in range(1, max(cfg.Ls) + 1)))  # one compiled shape
                 for a, name in enumerate(cfg.activations):
-                    o = optimal_key_scale(jax.random.fold_in(kk, 10 + a), activation(name), model, nu, padded,
+                    o = optimal_key_scale(fold_in(kk, 10 + a), activation(name), model, nu, padded,
                                           cfg.n_mc, kappa_max=cfg.kappa_max)
                     risk[i, j, m, a], risk_se[i, j, m, a], kappa[i, j, m, a] = o.risk, o.se, o.kappa
                     kappa_conv[i, j, m, a] = o.converged
@@ -174,10 +174,10 @@ def run_population(cfg: PopulationConfig, key, progress=None) -> xr.Dataset:
     # The risk on M from four overlaps against the predictor on sequences in R^D (first model, last L, first nu).
     model, L, nu, act = cfg.models[0], cfg.Ls[-1], cfg.nus[0], activation(cfg.activations[0])
     ov = (1.2, 2.0, 0.8, 1.0)
-    k_star, v_star = sample_teacher_sqrtD(jax.random.fold_in(key, 7), cfg.D_check)
-    th, th_se = overlap_risk(jax.random.fold_in(key, 8), act, model, nu, L, *ov, n=cfg.n_mc)
-    k, v = vectors_on_manifold(jax.random.fold_in(key, 9), k_star, v_star, *ov)
-    sim, sim_se = fresh_test_error(jax.random.fold_in(key, 10), act, k, v, k_star, v_star, model, nu, L, cfg.n_check)
+    k_star, v_star = sample_teacher_sqrtD(fold_in(key, 7), cfg.D_check)
+    th, th_se = overlap_risk(fold_in(key, 8), act, model, nu, L, *ov, n=cfg.n_mc)
+    k, v = vectors_on_manifold(fold_in(key, 9), k_star, v_star, *ov)
+    sim, sim_se = fresh_test_error(fold_in(key, 10), act, k, v, k_star, v_star, model, nu, L, cfg.n_check)
 
     dims4, dims3 = ("model", "L", "nu", "activation"), ("model", "L", "nu")
     u = {"units": "1"}
@@ -235,13 +235,13 @@ def run_activations(cfg: ActivationsConfig, key, progress=None) -> xr.Dataset:
     for s, (model, Ls) in enumerate(_SETTINGS):
         nu = cfg.nu_spiked if model == "spiked" else cfg.nu_max
         L = Ls[0] if len(Ls) == 1 else Ls
-        kk = jax.random.fold_in(key, s)
-        bayes[s], bayes_se[s] = _bayes(jax.random.fold_in(kk, 1), model, nu, L, cfg.n_mc)
-        lin[s], lin_se[s], _ = linear_risk(model, nu, L, key=jax.random.fold_in(kk, 2), n=cfg.n_mc)
+        kk = fold_in(key, s)
+        bayes[s], bayes_se[s] = _bayes(fold_in(kk, 1), model, nu, L, cfg.n_mc)
+        lin[s], lin_se[s], _ = linear_risk(model, nu, L, key=fold_in(kk, 2), n=cfg.n_mc)
         # zero-probability lengths pad every setting to L_max = 3: one compiled sampler and weight map for all
         padded = LengthLaw((1, 2, 3), tuple(float(v in Ls) / len(Ls) for v in (1, 2, 3)))
         for a, name in enumerate(cfg.activations):
-            o = optimal_key_scale(jax.random.fold_in(kk, 10 + a), activation(name), model, nu, padded, cfg.n_mc,
+            o = optimal_key_scale(fold_in(kk, 10 + a), activation(name), model, nu, padded, cfg.n_mc,
                                   kappa_max=cfg.kappa_max)
             risk[s, a], se[s, a], kappa[s, a], cshift[s, a] = o.risk, o.se, o.kappa, o.c
             kappa_conv[s, a] = o.converged

@@ -73,6 +73,7 @@ import pydantic
 import xarray as xr
 
 from attnlab import programs
+from attnlab._random import fold_in, split
 from attnlab.config import ExperimentConfig
 from attnlab.marion import multihead as mh
 from attnlab.marion.predictors import LAMBDA_MAX
@@ -268,7 +269,7 @@ def run(cfg: ToyMultiheadConfig, key, progress=None) -> xr.Dataset:
     laws = cfg.laws()
     shared = jnp.asarray([law == "shared" for law in laws])
     run_keys = jax.random.split(key, cfg.n_repeats)
-    k_mc, k_one = jax.random.split(jax.random.fold_in(key, 2**31 - 1))
+    k_mc, k_one = split(fold_in(key, 2**31 - 1))
     k_sgd, gram0, tests = _initial_all(run_keys, cfg.d, cfg.L, cfg.n_test)
     gram0 = jnp.broadcast_to(gram0, (len(laws), *gram0.shape))
     steps, grams = mh.run_reduced(gram0, k_sgd, shared, cfg.params(), d=cfg.d, L=cfg.L, batch_size=cfg.batch_size,

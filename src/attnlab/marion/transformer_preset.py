@@ -89,6 +89,7 @@ import pydantic
 import xarray as xr
 
 from attnlab import programs
+from attnlab._random import fold_in
 from attnlab.config import ExperimentConfig
 from attnlab.marion import transformer as tf
 
@@ -396,7 +397,7 @@ def _run(cfg: TransformerConfig, key, progress) -> xr.Dataset:
     steps, logs, params = tf.train(params0, runs, step_keys, arms, sz, gamma=cfg.gamma, eps=cfg.eps,
                                    step_size=cfg.step_size, n_steps=cfg.n_steps, log_every=cfg.log_every,
                                    notebook_logging=_logging(cfg), progress=report, n_segments=n_seg)
-    mc, mc_se, floor, floor_se, gaps = _final_extras(jax.random.fold_in(key, 2**31 - 1), params, runs, arms,
+    mc, mc_se, floor, floor_se, gaps = _final_extras(fold_in(key, 2**31 - 1), params, runs, arms,
                                                      cfg.gamma, cfg.eps, sz, cfg.n_mc, cfg.n_floor, cfg.n_forward)
     gaps = np.max(np.asarray(gaps), axis=1)  # (arm, 4): largest over runs
     report(n_seg + 1, n_seg)
