@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab import programs
+from attnlab._random import jax_normal, split
 from attnlab.duranthon.data import check_model, sample_scores
 from attnlab.duranthon.replica.anderson import fixed_point
 from attnlab.duranthon.replica.samples import FrozenSamples
@@ -214,11 +215,11 @@ def _bo_test_values(key, nu, L, q_k, q_v, n, noise_std, model):
     nu = _check_bo_model(model, nu)
     if not (0 <= q_k <= 1 and 0 <= q_v <= 1):
         raise ValueError(f"Bayes-optimal overlaps lie in [0, 1], got {q_k}, {q_v}")
-    ks, kx = jax.random.split(key)
+    ks, kx = split(key)
     s = sample_scores(ks, model, nu, L, n)
     s_k = math.sqrt(max(q_k - q_k**2, 0.0))
     if model == "max":
-        om = q_k * s.chi + s_k * jax.random.normal(kx, s.chi.shape)
+        om = q_k * s.chi + s_k * jax_normal(kx, s.chi.shape)
         p = jnp.where(s.mask, jnp.exp(_log_argmax_probs_batch(om, s.mask, 1.0 - q_k)), 0.0)
         return 1.0 + noise_std**2 - q_v * jnp.sum(p * p, -1), s
     return _bo_spiked_values(kx, s.chi, s.mask, q_k, s_k, math.sqrt(nu), 1.0 + noise_std**2, q_v), s
