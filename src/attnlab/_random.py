@@ -22,6 +22,9 @@ r"""Exact random draws in JAX: normals, uniforms, chi-squares, Bartlett factors 
 * :func:`bartlett`: the Bartlett factor ``B`` (lower triangular, ``B_ii = sqrt(chi^2_{df-i})`` for i = 0..s-1,
   ``B_ij ~ N(0, 1)`` for i > j), so that ``B B^T ~ Wishart_s(df, I_s)`` (Bartlett 1933; Anderson, An Introduction to
   Multivariate Statistical Analysis, Thm. 7.2.1). Needs ``df >= s``.
+* :func:`key`, :func:`split`, :func:`fold_in`, :func:`key_words`, :func:`jax_normal`: JAX's own key derivations
+  and draws (the same numbers), each one saved program (:mod:`attnlab.programs`), for a preset's host code: called
+  outside a compiled function, each JAX operation is a program traced and lowered again in every process.
 """
 
 from __future__ import annotations
