@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab import programs
+
 __all__ = [
     "uniform_sphere",
     "wrapped_normal_mixture",
@@ -52,19 +54,19 @@ def uniform_sphere(key, n: int, d: int):
     return _uniform_sphere(key, n, d)
 
 
-@partial(jax.jit, static_argnums=(1, 2))
+@partial(programs.jit, static_argnums=(1, 2))
 def _uniform_sphere(key, n: int, d: int):
     g = jax.random.normal(key, (n, d), dtype=jnp.float64)
     return g / jnp.linalg.norm(g, axis=1, keepdims=True)
 
 
-@jax.jit
+@programs.jit
 def angles_to_s1(theta):
     """Angles (n,) -> points (n, 2) on S^1."""
     return jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=-1)
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(programs.jit, static_argnums=1)
 def _wn_angles(key, n, means, weights, variances):
     kc, kz = jax.random.split(key)
     comp = jax.random.choice(kc, means.size, (n,), p=jnp.asarray(weights))
@@ -88,7 +90,7 @@ def latitude_uniform_azimuth_mixture(key, n: int, means, weights=None, variances
     return _latitude_azimuth(key, n, *_mixture(means, weights, variances))
 
 
-@partial(jax.jit, static_argnums=1)
+@partial(programs.jit, static_argnums=1)
 def _latitude_azimuth(key, n, means, weights, variances):
     kp, kt = jax.random.split(key)
     psi = jax.random.uniform(kp, (n,), dtype=jnp.float64, minval=-jnp.pi / 2, maxval=jnp.pi / 2)
