@@ -163,23 +163,23 @@ class Scores(NamedTuple):
     mask: jax.Array
 
 
-def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
-    """Draw ``n`` samples of the teacher fields (chi*, zeta*), the location and the label."""
+def _score_arguments(model: str, nu, L, n: int, noise_std) -> tuple:
+    """The checked arguments of :func:`_sample_scores` after its key: model flags, length probabilities, n, noise."""
     nu = check_model(model, nu)
-    law = length_law(L)
     n = check.count("number of samples n", n)
     check.nonnegative("noise_std", noise_std, scalar=True)
-    return _sample_scores(key, *_flags(model, nu), _length_probs(law), int(n), noise_std)
+    return (*_flags(model, nu), _length_probs(length_law(L)), int(n), noise_std)
+
+
+def sample_scores(key, model: str, nu, L, n: int, noise_std=0.0) -> Scores:
+    """Draw ``n`` samples of the teacher fields (chi*, zeta*), the location and the label."""
+    return _sample_scores(key, *_score_arguments(model, nu, L, n, noise_std))
 
 
 def sample_scores_and_normals(key, model: str, nu, L, n: int, n_normals: int, noise_std=0.0):
     """:func:`sample_scores` from the first of ``split(key, 1 + n_normals)`` and, from each other key, an array of
     iid N(0, 1) of the scores' shape (n, L_max): ``(Scores, (xi_1, ..., xi_n_normals))``, one compiled program."""
-    nu = check_model(model, nu)
-    law = length_law(L)
-    n = check.count("number of samples n", n)
-    check.nonnegative("noise_std", noise_std, scalar=True)
-    return _scores_and_normals(key, *_flags(model, nu), _length_probs(law), int(n), noise_std, int(n_normals))
+    return _scores_and_normals(key, *_score_arguments(model, nu, L, n, noise_std), int(n_normals))
 
 
 @partial(programs.jit, static_argnames=("n", "n_normals"))
