@@ -8,6 +8,12 @@ compilation cache) and one with saved programs (deserialised, their compiled for
 writing) and JAX's own tracing and lowering events. One JSON object per preset; the last line holds every row, the
 sums and ``ratio_vs_plain`` (the sum of the plain runs over the sum of the saved-program runs).
 
+It also holds the cost of one call once a program is compiled (``call``): in one fresh process, a small function
+called ``CALLS`` times through :func:`attnlab.programs.jit` (the saved program) and through ``jax.jit`` (the plain
+reference), by position and by keyword, fastest of 5 rounds, in microseconds per call; ``overhead_us`` is the
+difference (the argument binding, the program's key and its look-up), paid by every call of a loop of saved programs
+such as the replica solver's blocks.
+
     .venv/bin/python bench/programs.py [--repeat 2] [--presets marion-manifold,dohmatob-flow,...]
 """
 
@@ -43,6 +49,45 @@ with runtime.x64():
     jax.block_until_ready(preset.run(config, jax.random.key(0), None))
 print("@@" + json.dumps({"run_s": time.perf_counter() - t, "trace_s": spent["trace"], "lower_s": spent["lower"]}))
 """
+
+
+CALLS = 3000
+CALL_PROBE = """
+import json, sys, time
+from functools import partial
+import jax, numpy as np
+from attnlab import programs, runtime
+runtime.configure()
+
+def scaled(x, c, k):
+    return x * c ** k
+
+saved = partial(programs.jit, static_argnames=("k",))(scaled)
+plain = jax.jit(scaled, static_argnames=("k",))
+x, c = np.linspace(0.0, 1.0, 8), np.float64(3.0)
+out = {}
+with runtime.x64():
+    for name, fn in (("saved", saved), ("plain", plain)):
+        for how, call in (("positional", lambda: fn(x, c, 2)), ("keyword", lambda: fn(x, c=c, k=2))):
+            jax.block_until_ready(call())
+            best = float("inf")
+            for _ in range(5):
+                t = time.perf_counter()
+                for _ in range(CALLS):
+                    call()
+                best = min(best, (time.perf_counter() - t) / CALLS * 1e6)
+            out[f"{name}_{how}_us"] = round(best, 2)
+for how in ("positional", "keyword"):
+    out[f"overhead_{how}_us"] = round(out[f"saved_{how}_us"] - out[f"plain_{how}_us"], 2)
+print("@@" + json.dumps(out))
+""".replace("CALLS", str(CALLS))
+
+
+def call_costs() -> dict:
+    """The cost of one call of a compiled program, saved and plain (:data:`CALL_PROBE`), in a fresh process with a
+    temporary compilation cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        return measure("", {**os.environ, "ATTNLAB_JAX_CACHE": cache}, CALL_PROBE)
 
 
 def measure(name: str, env: dict, probe: str = PROBE) -> dict:
@@ -100,7 +145,7 @@ def main() -> None:
     print(json.dumps({"rows": rows, "plain_run_s_sum": round(plain, 2), "saved_run_s_sum": round(saved, 2),
                       "plain_trace_lower_s_sum": round(sum(r["plain_trace_s"] + r["plain_lower_s"] for r in rows), 2),
                       "saved_trace_lower_s_sum": round(sum(r["saved_trace_s"] + r["saved_lower_s"] for r in rows), 2),
-                      "ratio_vs_plain": round(plain / saved, 2)}))
+                      "ratio_vs_plain": round(plain / saved, 2), "call": call_costs()}))
 
 
 if __name__ == "__main__":

@@ -205,8 +205,12 @@ x = np.diag([3.0, 1.0, 2.0])
 with jax.enable_x64(True):
     out = plain(x)
     after_plain = "scipy.linalg" in sys.modules
+    again = plain(x)  # compiled: no lowering, no set-up
     eig = spectrum(x)
+    jax.clear_caches()
+    relowered = plain(x)  # lowered again (with JAX's set-up, done by now)
 print(json.dumps({"plain": np.asarray(out).tolist(), "after_plain": after_plain, "eig": np.asarray(eig).tolist(),
+                  "again": np.asarray(again).tolist(), "relowered": np.asarray(relowered).tolist(),
                   "after_eig": "scipy.linalg" in sys.modules,
                   "restored": _export._ensure_backends_initialized is jax_function}))
 """
@@ -222,6 +226,7 @@ def test_saved_programs_set_up_linear_algebra_only_where_they_call_it(tmp_path):
         assert not out["after_plain"] and out["after_eig"] and out["restored"]
         assert np.allclose(out["plain"], np.sin(np.diag([3.0, 1.0, 2.0])) @ np.diag([3.0, 1.0, 2.0]))
         assert np.allclose(out["eig"], [1.0, 2.0, 3.0])
+        assert out["again"] == out["relowered"] == out["plain"]
     assert len(_saved(tmp_path)) == 2
 
 
@@ -297,3 +302,42 @@ def test_static_values_are_keyed_by_structure():
     assert programs._plain(-0.0) != programs._plain(0.0)  # jax.jit's static hash does not tell them apart
     with pytest.raises(programs._NotPlainData):
         programs._plain((("fn", textwrap.dedent),))
+
+
+def test_arguments_bound_as_the_signature_binds_them_whatever_their_order():
+    """A call's arguments, positional or by keyword in any order, name the same saved program (one trace), as
+    ``inspect.Signature.bind`` would order them; a call that ``bind`` refuses raises ``TypeError`` as ``jax.jit``'s
+    does, and leaves nothing behind (the next good call traces nothing)."""
+    from functools import partial
+
+    from attnlab import runtime
+
+    if runtime.compile_cache_slot() is None:
+        pytest.skip("attnlab's compile cache is off in this process (ATTNLAB_JAX_CACHE=off): nothing is saved")
+    import uuid
+
+    traced = []
+    tag = uuid.uuid4().hex  # a static value of this run only: no earlier process saved these programs
+
+    @partial(programs.jit, static_argnames=("k", "tag"))
+    def scaled(x, c, k=2, tag=""):
+        traced.append(k)
+        return x * c**k
+
+    x = np.linspace(0.0, 1.0, 4)
+    with runtime.x64():
+        outs = [scaled(x, 3.0, k=2, tag=tag), scaled(x, c=3.0, k=2, tag=tag), scaled(tag=tag, k=2, c=3.0, x=x),
+                scaled(c=3.0, x=x, tag=tag, k=2)]
+        assert traced == [2]
+        folder = programs.program_dir(scaled.__module__.split(".")[0])
+        marks = set(folder.glob("*.unsaved")) if folder is not None else set()
+        for bad in (lambda: scaled(x, tag=tag), lambda: scaled(x, 3.0, c=3.0, tag=tag),
+                    lambda: scaled(x, 3.0, z=1.0, tag=tag), lambda: scaled(x, 3.0, 2, tag, 5)):
+            with pytest.raises(TypeError):
+                bad()
+        assert (set(folder.glob("*.unsaved")) if folder is not None else set()) == marks  # no program marked
+        outs.append(scaled(x, 3.0, 2, tag))
+        assert traced == [2]
+        assert np.asarray(scaled(x, 3.0, k=3, tag=tag)).tolist() == (x * 27.0).tolist() and traced == [2, 3]
+    for out in outs:
+        assert np.asarray(out).tolist() == (x * 9.0).tolist()
