@@ -66,7 +66,7 @@ HEADLINES = {
                 ("ahead_lookup_s_sum", "{:.2f} s")],
     "programs": [("ratio_vs_plain", "{:.2f}x vs tracing again"), ("plain_run_s_sum", "runs {:.0f} s traced"),
                  ("saved_run_s_sum", "{:.0f} s saved"), ("plain_trace_lower_s_sum", "tracing + lowering {:.1f} s"),
-                 ("saved_trace_lower_s_sum", "{:.1f} s")],
+                 ("saved_trace_lower_s_sum", "{:.1f} s"), ("call_overhead_us", "a call {:.0f} us more than jax.jit's")],
     "replica": [("ratio_vs_reference", "{:.1f}x vs damped iteration")],
     "startup": [("version_wall_s", "--version {:.2f} s"), ("help_wall_s", "-h {:.2f} s"),
                 ("list_warm_wall_s", "list {:.2f} s"), ("show_warm_wall_s", "show {:.2f} s"),
