@@ -145,8 +145,10 @@ def main(argv: list[str]) -> int:
                     print(f"suite.py: the set-up failed (exit status {rc})", file=sys.stderr)
                     return 1
             suite_s, rc, text = _make("test", clone, env)
+            failures = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
             row = {"state": state, "setup_s": round(setup_s, 1), "suite_wall_s": round(suite_s, 1),
                    "make_test_wall_s": round(setup_s + suite_s, 1), "exit_status": rc, "pytest": _passed(text),
+                   "failures": failures[:20],
                    **_summary(out)}
             print(json.dumps(row), flush=True)
             result[state] = row
