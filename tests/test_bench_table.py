@@ -46,6 +46,23 @@ def test_marion_manifold_miss_gives_the_profile(bench_table, tmp_path, monkeypat
     assert "no: 10x needs the whole preset in 0.25 s" in row and "2.00 s (0.8x the reference's run)" in row
 
 
+def test_make_test_target_needs_a_passing_suite_and_says_what_compilation_costs(bench_table, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_table, "RESULTS", tmp_path)
+    result = {"cold_make_test_wall_s": 420.0, "passed": True, "warm_suite_wall_s": 300.0, "cold_setup_s": 45.0,
+              "cold_programs": 4000, "cold_compile_share": 0.5}
+
+    def row():
+        return next(r for r in bench_table.targets_table().splitlines() if "`make test`" in r)
+
+    _save(tmp_path / "cpu", "suite", result)
+    assert row().endswith("| 420 s | yes |")
+    _save(tmp_path / "cpu", "suite", {**result, "passed": False})  # in time, but a test failed
+    assert "| no: " in row()
+    _save(tmp_path / "cpu", "suite", {**result, "cold_make_test_wall_s": 700.0})
+    assert "no: with every program already compiled the suite takes 300 s" in row() and "4,000 compilations" in row()
+    assert "50% of the test workers' time" in row()
+
+
 def test_docs_tables_are_regenerated_from_the_saved_results(bench_table):
     """docs/speed.md holds exactly what `python tools/bench_table.py` writes from bench/results/."""
     doc = bench_table.DOC.read_text()
