@@ -14,7 +14,9 @@ In each run a pytest plugin (loaded through ``PYTEST_ADDOPTS``, in the test work
 time and JAX's own monitoring events: XLA compilation or a cache load (``backend_compile_duration``, and their count
 ``programs``), lowering to MLIR and tracing. The result sums them over the test workers (``test_worker_s``,
 ``compile_s``, ``lowering_s``, ``tracing_s``) and lists the test files that take longest (``files``: worker-seconds
-and compilation). The clone and home are removed afterwards (``--keep`` keeps them under a folder of yours).
+and compilation) and the programs whose compilations cost most (``costliest_programs``: a program is the name
+JAX compiles it under, ``jit(f)``, summed over its shapes and static arguments, with the number of compilations and
+of test files that caused them). The clone and home are removed afterwards (``--keep`` keeps them under a folder of yours).
 
     .venv/bin/python bench/suite.py [--keep DIR]
 """
@@ -42,7 +44,8 @@ _EVENTS = {"/jax/core/compile/backend_compile_duration": "compile_s",
            "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering_s",
            "/jax/core/compile/jaxpr_trace_duration": "tracing_s"}
 _tests = {}
-_current = [None]
+_current = [None, None]
+_programs = {}
 
 
 def _listen(event, seconds, **kwargs):
@@ -52,6 +55,15 @@ def _listen(event, seconds, **kwargs):
         row[key] += seconds
         if key == "compile_s":
             row["programs"] += 1
+        name = str(kwargs.get("fun_name", "?"))
+        program = _programs.setdefault(name, {"compilations": 0, "compile_s": 0.0, "lowering_s": 0.0,
+                                              "tracing_s": 0.0, "files": []})
+        program[key] += seconds
+        if key == "compile_s":
+            program["compilations"] += 1
+            test_file = _current[1].split("::")[0]
+            if test_file not in program["files"]:
+                program["files"].append(test_file)
 
 
 def pytest_configure(config):
@@ -61,6 +73,7 @@ def pytest_configure(config):
 
 
 def pytest_runtest_protocol(item, nextitem):
+    _current[1] = item.nodeid
     _current[0] = _tests[item.nodeid] = {"wall_s": 0.0, "compile_s": 0.0, "lowering_s": 0.0, "tracing_s": 0.0,
                                          "programs": 0}
     _current[0]["start"] = time.perf_counter()
@@ -77,6 +90,7 @@ def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):
         out = Path(os.environ["ATTNLAB_BENCH_SUITE_OUT"]) / f"{os.getpid()}.json"
         out.write_text(json.dumps(_tests))
+        out.with_suffix(".programs").write_text(json.dumps(_programs))
 '''
 
 
@@ -100,12 +114,22 @@ def _summary(folder: Path) -> dict:
                 totals[key] += value
                 files[name][key] += value
     top = sorted(files.items(), key=lambda kv: -kv[1]["wall_s"])[:15]
+    programs: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    program_files: dict[str, set] = collections.defaultdict(set)
+    for path in folder.glob("*.programs"):
+        for name, row in json.loads(path.read_text()).items():
+            programs[name].update({k: v for k, v in row.items() if k != "files"})
+            program_files[name].update(row["files"])
+    costly = sorted(programs.items(), key=lambda kv: -kv[1]["compile_s"])[:20]
     return {"test_worker_s": round(totals["wall_s"], 1), "compile_s": round(totals["compile_s"], 1),
             "lowering_s": round(totals["lowering_s"], 1), "tracing_s": round(totals["tracing_s"], 1),
             "programs": int(totals["programs"]), "tests": tests,
             "files": [{"file": name, "worker_s": round(c["wall_s"], 1),
                        "compile_lowering_tracing_s": round(c["compile_s"] + c["lowering_s"] + c["tracing_s"], 1),
-                       "programs": int(c["programs"])} for name, c in top]}
+                       "programs": int(c["programs"])} for name, c in top],
+            "costliest_programs": [{"program": name, "compile_s": round(c["compile_s"], 1),
+                                    "compilations": int(c["compilations"]), "lowering_s": round(c["lowering_s"], 1),
+                                    "test_files": len(program_files[name])} for name, c in costly]}
 
 
 def _passed(output: str) -> str:
