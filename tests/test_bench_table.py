@@ -108,3 +108,25 @@ def test_a_run_of_one_size_keeps_the_saved_rows_of_the_other(bench_table):
     assert bench_table.keep_other_sizes(old, both) == both
     plain = {"command": "c", "date": "d", "result": {"ratio": 2.0}}
     assert bench_table.keep_other_sizes(old, plain) == plain
+
+
+def test_reproduce_target_needs_a_full_passing_reproduction_and_says_what_bounds_it(bench_table, tmp_path,
+                                                                                     monkeypatch):
+    monkeypatch.setattr(bench_table, "RESULTS", tmp_path)
+    result = {"full_wall_s": 580.0, "passed": True, "presets_worker_s": 1100.0, "presets_over_workers_s": 550.0,
+              "workers": 2, "longest": [{"preset": "marion-transformer-single-head", "elapsed_s": 300.0}]}
+
+    def row():
+        return next(r for r in bench_table.targets_table().splitlines() if "`attnlab reproduce`" in r)
+
+    _save(tmp_path / "cpu", "reproduce", result)
+    assert row().endswith("| 580 s | yes |")
+    _save(tmp_path / "cpu", "reproduce", {**result, "passed": False})  # in time, but a check failed
+    assert "| no: " in row()
+    _save(tmp_path / "cpu", "reproduce", {**result, "full_wall_s": 790.0, "presets_worker_s": 1500.0,
+                                          "presets_over_workers_s": 750.0})
+    assert "no: the presets' own times sum to 1500 s, 750 s on 2 workers" in row()
+    assert "marion-transformer-single-head 300 s" in row()
+    quick = {k: v for k, v in result.items() if k != "full_wall_s"}
+    _save(tmp_path / "cpu", "reproduce", {**quick, "quick_wall_s": 70.0})  # a quick reproduction: no full time
+    assert "cannot be evaluated" in row()
