@@ -19,15 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from attnlab.app.scheduling import usable_cores
 from attnlab.registry import PAPERS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from suite import refused_keep, scratch  # noqa: E402  (bench/suite.py: the same scratch folder and --keep)
 
 LONGEST = 8
 """The presets listed in the result, longest first."""
@@ -65,11 +66,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="the quick sizes")
     ap.add_argument("--keep", type=Path, default=None, help="keep the reproduction's folder in this (new) folder")
     args = ap.parse_args(argv)
-    if args.keep is not None and args.keep.exists():
-        print(f"reproduce.py: {args.keep} exists; --keep needs a new folder", file=sys.stderr)
+    if refused_keep(args.keep, "reproduce.py"):
         return 2
-    work = Path(tempfile.mkdtemp(prefix="attnlab-bench-reproduce-"))
-    try:
+    with scratch(args.keep, "attnlab-bench-reproduce-") as work:
         out = work / "results"
         workers = usable_cores()
         cmd = [sys.executable, "-m", "attnlab", "reproduce", *PAPERS, "--out", str(out)] + (["--quick"] * args.quick)
@@ -87,11 +86,6 @@ def main(argv: list[str]) -> int:
             print(proc.stdout[-3000:], file=sys.stderr)
         print(json.dumps(result))
         return 0 if result["passed"] else 1
-    finally:
-        if args.keep is not None:
-            shutil.move(str(work), str(args.keep))
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

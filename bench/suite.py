@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -94,6 +95,28 @@ def pytest_sessionfinish(session):
 '''
 
 
+@contextlib.contextmanager
+def scratch(keep: Path | None, prefix: str):
+    """A new temporary folder for a benchmark's work, removed at the end, or moved to ``keep`` (a folder that must
+    not exist yet: the caller refuses one that does, :func:`refused_keep`)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    finally:
+        if keep is not None:
+            shutil.move(str(work), str(keep))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def refused_keep(keep: Path | None, script: str) -> bool:
+    """Whether ``--keep DIR`` names a folder that exists (said in one line): nothing of the user's is replaced."""
+    if keep is not None and keep.exists():
+        print(f"{script}: {keep} exists; --keep needs a new folder", file=sys.stderr)
+        return True
+    return False
+
+
 def _make(target: str, clone: Path, env: dict) -> tuple[float, int, str]:
     t = time.perf_counter()
     proc = subprocess.run(["make", target], cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -141,11 +164,9 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", type=Path, default=None, help="keep the clone and its home in this (new) folder")
     args = ap.parse_args(argv)
-    if args.keep is not None and args.keep.exists():
-        print(f"suite.py: {args.keep} exists; --keep needs a new folder", file=sys.stderr)
+    if refused_keep(args.keep, "suite.py"):
         return 2
-    work = Path(tempfile.mkdtemp(prefix="attnlab-bench-suite-"))
-    try:
+    with scratch(args.keep, "attnlab-bench-suite-") as work:
         clone, home, probe = work / "clone", work / "home", work / "probe"
         home.mkdir()
         probe.mkdir()
@@ -189,11 +210,6 @@ def main(argv: list[str]) -> int:
                                      / cold["test_worker_s"], 3))
         print(json.dumps(result))
         return 0 if result["passed"] else 1
-    finally:
-        if args.keep is not None:
-            shutil.move(str(work), str(args.keep))
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
