@@ -46,18 +46,26 @@ def test_marion_manifold_miss_gives_the_profile(bench_table, tmp_path, monkeypat
     assert "no: 10x needs the whole preset in 0.25 s" in row and "2.00 s (0.8x the reference's run)" in row
 
 
+def _met_only_when_passed(bench_table, tmp_path, script: str, result: dict, target: str, shown: str):
+    """The target row of ``target`` is met by ``result`` (in time, passed) and missed by the same result with a
+    failure (``passed`` false); returns a function reading that row again."""
+
+    def row():
+        return next(r for r in bench_table.targets_table().splitlines() if target in r)
+
+    _save(tmp_path / "cpu", script, result)
+    assert row().endswith(f"| {shown} | yes |")
+    _save(tmp_path / "cpu", script, {**result, "passed": False})  # in time, but a test or check failed
+    assert "| no: " in row()
+    return row
+
+
 def test_make_test_target_needs_a_passing_suite_and_says_what_compilation_costs(bench_table, tmp_path, monkeypatch):
     monkeypatch.setattr(bench_table, "RESULTS", tmp_path)
     result = {"cold_make_test_wall_s": 420.0, "passed": True, "warm_suite_wall_s": 300.0, "cold_setup_s": 45.0,
               "cold_programs": 4000, "cold_compile_share": 0.5}
 
-    def row():
-        return next(r for r in bench_table.targets_table().splitlines() if "`make test`" in r)
-
-    _save(tmp_path / "cpu", "suite", result)
-    assert row().endswith("| 420 s | yes |")
-    _save(tmp_path / "cpu", "suite", {**result, "passed": False})  # in time, but a test failed
-    assert "| no: " in row()
+    row = _met_only_when_passed(bench_table, tmp_path, "suite", result, "`make test`", "420 s")
     _save(tmp_path / "cpu", "suite", {**result, "cold_make_test_wall_s": 700.0})
     assert "no: with every program already compiled the suite takes 300 s" in row() and "4,000 compilations" in row()
     assert "50% of the test workers' time" in row()
@@ -116,13 +124,7 @@ def test_reproduce_target_needs_a_full_passing_reproduction_and_says_what_bounds
     result = {"full_wall_s": 580.0, "passed": True, "presets_worker_s": 1100.0, "presets_over_workers_s": 550.0,
               "workers": 2, "longest": [{"preset": "marion-transformer-single-head", "elapsed_s": 300.0}]}
 
-    def row():
-        return next(r for r in bench_table.targets_table().splitlines() if "`attnlab reproduce`" in r)
-
-    _save(tmp_path / "cpu", "reproduce", result)
-    assert row().endswith("| 580 s | yes |")
-    _save(tmp_path / "cpu", "reproduce", {**result, "passed": False})  # in time, but a check failed
-    assert "| no: " in row()
+    row = _met_only_when_passed(bench_table, tmp_path, "reproduce", result, "`attnlab reproduce`", "580 s")
     _save(tmp_path / "cpu", "reproduce", {**result, "full_wall_s": 790.0, "presets_worker_s": 1500.0,
                                           "presets_over_workers_s": 750.0})
     assert "no: the presets' own times sum to 1500 s, 750 s on 2 workers" in row()
