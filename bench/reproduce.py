@@ -2,14 +2,14 @@
 
 ``attnlab reproduce marion dohmatob duranthon sakai bruno --out DIR`` (full size; ``--quick``: the quick sizes of
 ``make demo``) runs in its own process into a new temporary folder, with attnlab's default workers (one per usable
-core) and the compilation cache that earlier runs left in the user's home, timed from outside: ``full_wall_s``
-(``quick_wall_s``). From the finished runs: each preset's own time as a worker (``elapsed_s``, compilation
-included) and their sum ``presets_worker_s``, the plain reference: the same presets one after the other on one
-core, to the precision of that sum; ``presets_over_workers_s``, the wall time a schedule that loses no time would
-take; ``packing = presets_worker_s / (workers x wall)``, the share of the workers' time the schedule kept busy (1 at
-best); the checks that passed and the negative controls rejected, out of those evaluated. A preset that needs a
-local input (``marion-bert-probing``: a BERT model directory) is not run by reproduce. The folder is removed
-afterwards (``--keep DIR`` moves it to a new folder of yours).
+core), the environment as it is and the compilation cache that earlier runs left in the user's home, timed from
+outside: ``full_wall_s`` (``quick_wall_s``). From the finished runs: each preset's own time as a worker
+(``elapsed_s``, compilation included) and their sum ``presets_worker_s``, the plain reference: the same presets one
+after the other on one core, to the precision of that sum; ``presets_over_workers_s``, the wall time a schedule
+that loses no time would take; ``packing = presets_worker_s / (workers x wall)``, the share of the workers' time
+the schedule kept busy (1 at best); the checks that passed and the negative controls rejected, out of those
+evaluated. A preset that needs a local input (``marion-bert-probing``: a BERT model directory) is not run by
+reproduce. The folder is removed afterwards (``--keep DIR`` moves it to a new folder of yours).
 
     .venv/bin/python bench/reproduce.py [--quick] [--keep DIR]
 """
@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from attnlab.app.scheduling import usable_cores
 from attnlab.registry import PAPERS
+from attnlab.runtime import usable_cores
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite import refused_keep, scratch  # noqa: E402  (bench/suite.py: the same scratch folder and --keep)
@@ -72,9 +71,8 @@ def main(argv: list[str]) -> int:
         out = work / "results"
         workers = usable_cores()
         cmd = [sys.executable, "-m", "attnlab", "reproduce", *PAPERS, "--out", str(out)] + (["--quick"] * args.quick)
-        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
         t = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wall = time.perf_counter() - t
         size = "quick" if args.quick else "full"
         result = {"size": size, "exit_status": proc.returncode, "workers": workers, f"{size}_wall_s": round(wall, 1),
