@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from attnlab.app.report import check_summary
+from attnlab.app.store import RunResult, read_summary
 from attnlab.registry import PAPERS
 from attnlab.runtime import usable_cores
 
@@ -34,23 +36,18 @@ LONGEST = 8
 
 
 def summarize(out: Path) -> dict:
-    """The finished runs under ``out``: per preset its time, and the checks passed and controls rejected."""
-    times: dict[str, float] = {}
-    checks = passed = controls = rejected = 0
+    """The finished runs under ``out``: per preset its time, and the checks passed and controls rejected (counted by
+    :func:`attnlab.app.report.check_summary`, as reproduce's own report counts them)."""
+    runs: dict[str, RunResult] = {}
     for path in sorted(out.rglob("summary.json")):
-        s = json.loads(path.read_text())
-        if "preset" not in s or "elapsed_s" not in s:
-            continue
-        times[s["preset"]] = float(s["elapsed_s"])
-        for c in s.get("checks", []):
-            checks += 1
-            passed += bool(c.get("passed"))
-            if c.get("control_rejected") is not None:
-                controls += 1
-                rejected += bool(c["control_rejected"])
+        s = read_summary(path.parent)
+        if s and "preset" in s and "elapsed_s" in s:
+            runs[s["preset"]] = RunResult(path.parent, s, reused=False)
+    n = check_summary(runs)
+    times = {name: float(run.summary["elapsed_s"]) for name, run in runs.items()}
     longest = sorted(times.items(), key=lambda kv: -kv[1])[:LONGEST]
-    return {"presets": len(times), "presets_worker_s": round(sum(times.values()), 1), "checks": checks,
-            "checks_passed": passed, "controls": controls, "controls_rejected": rejected,
+    return {"presets": len(times), "presets_worker_s": round(sum(times.values()), 1), "checks": n["checks"],
+            "checks_passed": n["passed"], "controls": n["controls"], "controls_rejected": n["rejected"],
             "longest": [{"preset": name, "elapsed_s": round(t, 1)} for name, t in longest]}
 
 
