@@ -16,12 +16,17 @@ COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib src
 
 .PHONY: demo test test-fast docs lint catalogue bench bench-table clean
 
-# the virtual environment, created (with a current pip) unless it exists
-VENV_NEW := test -x $(PY) || { $(PYTHON) -m venv $(VENV) && $(PIP) install --upgrade pip; }
+# the virtual environment, created unless it exists, with uv for the installs below: pip downloads and unpacks the
+# packages one at a time, uv in parallel (the test extras from an empty home: pip 27 s, uv 6 s, the same versions).
+# Where uv cannot be installed the installs use pip, upgraded first.
+VENV_NEW := test -x $(PY) || { $(PYTHON) -m venv $(VENV) && { $(PIP) install uv || $(PIP) install --upgrade pip; }; }
+# $(call INSTALL,ARGS): pip install ARGS, run by uv where the environment has it, else by pip (no bytecode compiled)
+INSTALL = if $(PY) -m uv --version >/dev/null 2>&1; then $(PY) -m uv pip install -q --python $(PY) $(1); \
+	  else $(PIP) install --no-compile $(1); fi
 
 $(VENV)/.installed: pyproject.toml
 	$(VENV_NEW)
-	$(PIP) install --no-compile -e .
+	$(call INSTALL,-e .)
 	$(COMPILE)
 	touch $@
 
@@ -29,8 +34,7 @@ $(VENV)/.installed: pyproject.toml
 # first (it is part of this one, hence the second touch)
 $(VENV)/.installed-test: pyproject.toml examples/plugins/attnlab-icl/pyproject.toml
 	$(VENV_NEW)
-	$(PIP) install --no-compile -e '.[test]'
-	$(PIP) install --no-compile --no-deps --no-build-isolation -e examples/plugins/attnlab-icl  # the tests' plugin
+	$(call INSTALL,-e '.[test]' -e examples/plugins/attnlab-icl)  # with the tests' plugin, in one resolution
 	$(COMPILE)
 	touch $(VENV)/.installed $@
 
@@ -44,7 +48,7 @@ test-fast: $(VENV)/.installed-test
 	$(PY) tools/run_tests.py -q -n 2 --dist loadfile -m "not slow" --ignore=tests/app --durations=10
 
 $(VENV)/.installed-docs: $(VENV)/.installed
-	$(PIP) install --no-compile -e '.[docs]'
+	$(call INSTALL,-e '.[docs]')
 	$(COMPILE)
 	touch $@
 
