@@ -60,14 +60,16 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-SCHEDULE_FIRST = ("test_conformance.py", "marion/test_multihead.py", "duranthon/test_presets.py",
-                  "marion/test_transformer.py", "app/test_sweep.py", "marion/test_presets.py", "test_plugins.py",
+SCHEDULE_FIRST = ("test_conformance.py", "marion/test_multihead.py", "marion/test_transformer.py",
+                  "duranthon/test_presets.py", "app/test_sweep.py", "marion/test_presets.py", "test_plugins.py",
                   "app/test_cli.py", "sakai/test_native.py", "sakai/test_sampler.py")
-"""The test files that take longest (``tools/run_tests.py --durations``), in that order: under pytest-xdist's
+"""The test files that take longest (``tools/run_tests.py --durations``), in about that order: under pytest-xdist's
 ``--dist loadfile`` they are handed out first, the rest by their number of tests (xdist's own order), so that the
 workers end on short files. By number of tests alone, the conformance test (the longest file, a test per preset)
-would be among the last files handed out, and one worker would run it alone at the end. A stale list costs balance,
-never a result."""
+would be among the last files handed out, and one worker would run it alone at the end. The Duranthon presets' tests
+come after the transformer's: handed out third, they reached the shared quick run of duranthon-sample-complexity
+(:mod:`quick_runs`) while the conformance test on the other worker was computing it, and waited for it, idle. A
+stale list costs balance, never a result."""
 
 
 def _rel(item, here: Path) -> str | None:

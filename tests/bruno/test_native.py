@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from attnlab.bruno import native
-from attnlab.bruno.attention import _native_inputs, attention, attention_dense, log_normalizer, log_normalizer_dense
+from attnlab.bruno.attention import (_attention_jit, _log_normalizer_jit, _native_inputs, attention, attention_dense,
+                                    log_normalizer, log_normalizer_dense)
 from attnlab.bruno.initial import uniform_sphere
 from kernels import needs
 
@@ -68,7 +69,10 @@ def test_auto_float32_uses_native_and_matches_dense(key, beta, normalization, pa
     else:
         monkeypatch.setattr(native, "xla_target", lambda: None)
     monkeypatch.setattr(native, name, counted)
-    jax.clear_caches()  # a program compiled before would call the kernel it was traced with, not the counted one
+    # a program compiled before would call the kernel it was traced with, not the counted one: the two jitted
+    # functions that trace the kernel's call trace it again (the other programs of the worker stay compiled)
+    _attention_jit.clear_cache()
+    _log_normalizer_jit.clear_cache()
     x = uniform_sphere(key, 777, 3)
     S = _spd(jax.random.fold_in(key, 2), 3, spread=0.5)
     V = jax.random.normal(jax.random.fold_in(key, 3), (3, 3))
