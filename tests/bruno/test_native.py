@@ -13,8 +13,15 @@ import numpy as np
 import pytest
 
 from attnlab.bruno import native
-from attnlab.bruno.attention import (_attention_jit, _log_normalizer_jit, _native_inputs, attention, attention_dense,
-                                    log_normalizer, log_normalizer_dense)
+from attnlab.bruno.attention import (
+    _attention_jit,
+    _log_normalizer_jit,
+    _native_inputs,
+    attention,
+    attention_dense,
+    log_normalizer,
+    log_normalizer_dense,
+)
 from attnlab.bruno.initial import uniform_sphere
 from kernels import needs
 
