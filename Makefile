@@ -17,8 +17,8 @@ COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib src
 .PHONY: demo test test-fast docs lint catalogue bench bench-table clean
 
 # the virtual environment, created unless it exists, with uv for the installs below: pip downloads and unpacks the
-# packages one at a time, uv in parallel (the test extras from an empty home: pip 27 s, uv 6 s, the same versions).
-# Where uv cannot be installed the installs use pip, upgraded first.
+# packages one at a time, uv in parallel, resolving the same versions. Where uv cannot be installed the installs use
+# pip, upgraded first.
 VENV_NEW := test -x $(PY) || { $(PYTHON) -m venv $(VENV) && { $(PIP) install uv || $(PIP) install --upgrade pip; }; }
 # $(call INSTALL,ARGS): pip install ARGS, run by uv where the environment has it, else by pip (no bytecode compiled)
 INSTALL = if $(PY) -m uv --version >/dev/null 2>&1; then $(PY) -m uv pip install -q --python $(PY) $(1); \
