@@ -8,10 +8,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q
-# pip would compile every installed module to bytecode one file at a time, on one core: the packages
-# are installed with --no-compile and compiled by compileall on every core instead, without the packages' own test
-# suites, which nothing imports; attnlab's own sources (an editable install) too, for a PYTHONDONTWRITEBYTECODE
-# environment, where no process would write their bytecode and every one would compile them again
+# pip would compile every installed module to bytecode one file at a time, on one core: for make demo and make docs
+# the packages are installed with --no-compile and compiled by compileall on every core instead, without the
+# packages' own test suites, which nothing imports; attnlab's own sources (an editable install) too, for a
+# PYTHONDONTWRITEBYTECODE environment, where no process would write their bytecode and every one would compile them
+# again (make test sets its processes to write it instead: TEST_ENV)
 COMPILE := $(PY) -m compileall -q -j 0 -x '/tests?/' $(VENV)/lib src
 
 .PHONY: demo test test-fast docs lint catalogue bench bench-table clean
@@ -30,22 +31,24 @@ $(VENV)/.installed: pyproject.toml
 	$(COMPILE)
 	touch $@
 
-# attnlab with its test extras in one resolution and one compileall, whether or not the plain install above came
-# first (it is part of this one, hence the second touch)
+# attnlab with its test extras and the tests' plugin in one resolution, without compileall: the suite's processes
+# write the bytecode of the modules they import themselves (TEST_ENV), about half of those installed
 $(VENV)/.installed-test: pyproject.toml examples/plugins/attnlab-icl/pyproject.toml
 	$(VENV_NEW)
-	$(call INSTALL,-e '.[test]' -e examples/plugins/attnlab-icl)  # with the tests' plugin, in one resolution
-	$(COMPILE)
-	touch $(VENV)/.installed $@
+	$(call INSTALL,-e '.[test]' -e examples/plugins/attnlab-icl)
+	touch $@
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/attnlab reproduce --quick --out results
 
+# the tests' processes write bytecode whatever PYTHONDONTWRITEBYTECODE says (an empty value is unset for Python)
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
+
 test: $(VENV)/.installed-test
-	$(PY) tools/run_tests.py -q -n 2 --dist loadfile --durations=30
+	$(TEST_ENV) $(PY) tools/run_tests.py -q -n 2 --dist loadfile --durations=30
 
 test-fast: $(VENV)/.installed-test
-	$(PY) tools/run_tests.py -q -n 2 --dist loadfile -m "not slow" --ignore=tests/app --durations=10
+	$(TEST_ENV) $(PY) tools/run_tests.py -q -n 2 --dist loadfile -m "not slow" --ignore=tests/app --durations=10
 
 $(VENV)/.installed-docs: $(VENV)/.installed
 	$(call INSTALL,-e '.[docs]')

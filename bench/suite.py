@@ -4,7 +4,7 @@ This repository's HEAD (its committed files, as CI checks them out) is cloned in
 ``HOME`` set to a new empty directory (no compilation cache, no saved programs; pip installs from its usual sources),
 measured twice:
 
-* ``cold``: ``make .venv/.installed-test`` (``setup_s``: the virtual environment, pip, compileall), then
+* ``cold``: ``make .venv/.installed-test`` (``setup_s``: the virtual environment and the installs), then
   ``make test`` (``suite_wall_s``); ``make_test_wall_s`` is their sum, what CI's ``.ci/run`` takes;
 * ``warm``: ``make test`` again in the same clone and home, where the first run left every program in the
   compilation cache and every traced program saved: the suite with (almost) no compilation, the plain reference of

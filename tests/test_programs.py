@@ -77,6 +77,9 @@ def _env(tmp_path: Path) -> dict:
     import os
 
     env = dict(os.environ)
+    # probe_mod.py is rewritten within a second at the same size (sin, cos): a bytecode file written by one probe
+    # would pass for current in the next (Python compares the source's size and mtime in whole seconds)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(Path(programs.__file__).parents[1]), str(tmp_path)])
     return env
 
