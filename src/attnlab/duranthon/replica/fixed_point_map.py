@@ -62,11 +62,14 @@ def _unrolled_fields(act, order, samples: FrozenSamples, c, n_newton: int = 30, 
     om_k, om_v, _, _ = _omegas(order, samples)
 
     def one(ok, ov, y, mask):
-        fk, fv, r = _channel_one(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
-        dfk = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, o, ov, y, mask, V_k, V_v, c, n_newton,
-                                                         multistart)[0])(ok))
-        dfv = jnp.diag(jax.jacfwd(lambda o: _channel_one(act, ok, o, y, mask, V_k, V_v, c, n_newton,
-                                                         multistart)[1])(ov))
+        L = ok.shape[0]
+
+        def fields(o):  # (f_k, f_v) of omega = (omega_k, omega_v), and every field as the aux: one Newton loop
+            fk, fv, r = _channel_one(act, o[:L], o[L:], y, mask, V_k, V_v, c, n_newton, multistart)
+            return (fk, fv), (fk, fv, r)
+
+        (jk, jv), (fk, fv, r) = jax.jacfwd(fields, has_aux=True)(jnp.concatenate([ok, ov]))
+        dfk, dfv = jnp.diag(jk[:, :L]), jnp.diag(jv[:, L:])
         chi, bad, ncvx = _prox_diag(act, ok, ov, y, mask, V_k, V_v, c, n_newton, multistart)
         return (fk, fv, r, jnp.sum(jnp.where(mask, dfk, 0.0)), jnp.sum(jnp.where(mask, dfv, 0.0)),
                 jnp.full((2, 2, 2, 2), jnp.nan), bad, chi, ncvx)
