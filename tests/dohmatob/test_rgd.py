@@ -11,6 +11,7 @@ from attnlab.dohmatob.data import sample_dohmatob, sample_dohmatob_in_frame
 from attnlab.dohmatob.rgd import frame_predict, init_with_overlap, rgd_step, run_rgd
 from attnlab.slr.data import init_sphere, sample_teacher
 from attnlab.slr.overlaps import overlaps
+from dohmatob.common import labels_through_links
 
 
 @pytest.mark.slow
@@ -23,7 +24,7 @@ def test_batched_rgd_equals_single_runs():
         kt, kd, ki = jax.random.split(key, 3)
         us, vs = sample_teacher(kt, d)
         b = sample_dohmatob(kd, us, vs, n, L, g, 0.1)
-        Y = jnp.stack([sample_dohmatob(kd, us, vs, n, L, g, 0.1, lk).y for lk in links])
+        Y = labels_through_links(b, vs, links)
         U = jax.random.normal(ki, (3, d))
         V = jax.random.normal(jax.random.fold_in(ki, 1), (3, d))
         return b.X, Y, U / jnp.linalg.norm(U, axis=1, keepdims=True), V / jnp.linalg.norm(V, axis=1, keepdims=True)

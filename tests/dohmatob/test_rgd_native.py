@@ -15,6 +15,7 @@ from attnlab.dohmatob.data import sample_dohmatob
 from attnlab.dohmatob.rgd import init_with_overlap, run_rgd
 from attnlab.errors import AttnlabError
 from attnlab.slr.data import sample_teacher
+from dohmatob.common import labels_through_links
 from kernels import needs
 
 _needs_kernel = needs(rgd_native)
@@ -26,10 +27,10 @@ def _problem(d, L, n, links, repeats=2, seed=0, mu0=0.5):
         kt, kd, ki = jax.random.split(key, 3)
         us, vs = sample_teacher(kt, d)
         b = sample_dohmatob(kd, us, vs, n, L, 1 / math.sqrt(2), 0.1)
-        Y = jnp.stack([sample_dohmatob(kd, us, vs, n, L, 1 / math.sqrt(2), 0.1, lk).y for lk in links])
+        Y = labels_through_links(b, vs, links)
         ks = jax.random.split(ki, 2 * len(links))
-        U = jnp.stack([init_with_overlap(ks[k], us, mu0, d) for k in range(len(links))])
-        V = jnp.stack([init_with_overlap(ks[len(links) + k], vs, 0.0, d) for k in range(len(links))])
+        U = jax.vmap(lambda k: init_with_overlap(k, us, mu0, d))(ks[:len(links)])
+        V = jax.vmap(lambda k: init_with_overlap(k, vs, 0.0, d))(ks[len(links):])
         return b.X, Y, U, V, us, vs
 
     return jax.jit(jax.vmap(prep))(jax.random.split(jax.random.key(seed), repeats))  # one program, not one per primitive
