@@ -173,3 +173,49 @@ def _where_failing_once(task, root):
     Path(root).mkdir(parents=True, exist_ok=True)
     mark.write_text(f"{before} {kind}".strip())
     return {"status": "failed", "error": mark.read_text()}
+
+
+PIN_PROBE = """
+import json, os, sys
+try:  # every core of the machine, as a process started outside a pinned test worker
+    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+except OSError:
+    pass
+import numpy as np
+from threadpoolctl import threadpool_info
+
+a = np.random.default_rng(0).standard_normal((40, 40))
+np.linalg.eigh(a @ a.T)  # NumPy's BLAS pool, started before the pin as in a worker
+core = min(os.sched_getaffinity(0))
+if sys.argv[1] == "pin_threads":
+    from attnlab.app.scheduling import pin_threads
+
+    pin_threads(core)
+else:  # the control: the threads pinned, the pools as they were
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), {core})
+print(json.dumps([p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_pinning_a_process_to_one_core_leaves_its_blas_one_thread():
+    """A process pinned by pin_threads after NumPy started its BLAS pool (a test or Dask worker) computes with one BLAS
+    thread. Control: pinned without the limit, the pool keeps the threads it was sized for on every core, which on
+    one core wait for each other spinning (a small eigh 200 times as long)."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+    def blas_threads(how):
+        res = subprocess.run([sys.executable, "-c", PIN_PROBE, how], capture_output=True, text=True, timeout=120,
+                             env=env)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return json.loads(res.stdout)
+
+    control = blas_threads("control")
+    if max(control, default=1) < 2:
+        pytest.skip(f"no multi-threaded BLAS pool here to limit (threads {control})")
+    assert blas_threads("pin_threads") == [1] * len(control)

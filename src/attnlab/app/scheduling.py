@@ -45,10 +45,18 @@ _pinned: list[int | None] = []
 
 def pin_threads(core: int) -> None:
     """Pin every thread of this process to ``core`` (Linux; threads started later inherit it from their creator).
-    Before JAX's first computation, XLA's CPU client then sizes its thread pool to one thread."""
+    Before JAX's first computation, XLA's CPU client then sizes its thread pool to one thread.
+
+    The BLAS and OpenMP thread pools already loaded (NumPy's OpenBLAS, loaded with NumPy before the pin) were sized
+    for every core the process could run on then: they are limited to one thread (threadpoolctl). Left as they were,
+    their threads, now on one core, wait for each other by spinning: NumPy's ``eigh`` of small matrices took 200
+    times as long (the pools of libraries loaded after the pin are sized for the one core already)."""
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):  # a thread that has just ended
             os.sched_setaffinity(int(tid), {core})
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
 
 
 def pin_worker() -> int | None:
