@@ -202,7 +202,7 @@ print(json.dumps([p["num_threads"] for p in threadpool_info() if p["user_api"] =
 def test_pinning_a_process_to_one_core_leaves_its_blas_one_thread():
     """A process pinned by pin_threads after NumPy started its BLAS pool (a test or Dask worker) computes with one BLAS
     thread. Control: pinned without the limit, the pool keeps the threads it was sized for on every core, which on
-    one core wait for each other spinning (a small eigh 200 times as long)."""
+    one core wait for each other spinning."""
     import json
     import subprocess
     import sys

@@ -49,8 +49,9 @@ def pin_threads(core: int) -> None:
 
     The BLAS and OpenMP thread pools already loaded (NumPy's OpenBLAS, loaded with NumPy before the pin) were sized
     for every core the process could run on then: they are limited to one thread (threadpoolctl). Left as they were,
-    their threads, now on one core, wait for each other by spinning: NumPy's ``eigh`` of small matrices took 200
-    times as long (the pools of libraries loaded after the pin are sized for the one core already)."""
+    their threads, now on one core, wait for each other by spinning, and NumPy's linear algebra on small matrices
+    runs orders of magnitude slower (the pools of libraries loaded after the pin are sized for the one core
+    already)."""
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):  # a thread that has just ended
             os.sched_setaffinity(int(tid), {core})
