@@ -186,14 +186,13 @@ from threadpoolctl import threadpool_info
 
 a = np.random.default_rng(0).standard_normal((40, 40))
 np.linalg.eigh(a @ a.T)  # NumPy's BLAS pool, started before the pin as in a worker
-core = min(os.sched_getaffinity(0))
-if sys.argv[1] == "pin_threads":
-    from attnlab.app.scheduling import pin_threads
+if sys.argv[1] == "control":  # pin_threads without its limit: the threads pinned, the pools as they were
+    import threadpoolctl
 
-    pin_threads(core)
-else:  # the control: the threads pinned, the pools as they were
-    for tid in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(tid), {core})
+    threadpoolctl.threadpool_limits = lambda limits: None
+from attnlab.app.scheduling import pin_threads
+
+pin_threads(min(os.sched_getaffinity(0)))
 print(json.dumps([p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]))
 """
 
